@@ -1,0 +1,262 @@
+//! The generic ingest pipeline, after the HTTP layer has read the exact raw bytes:
+//! adapter `prepare` → verification under every trusted secret version → freshness →
+//! adapter `parse` → one acceptance transaction. Provider specifics live only in adapters.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use bytes::Bytes;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use crate::clock::SharedClock;
+use crate::config::{EndpointConfig, UnsupportedTypes, glob_match};
+use crate::secrets::{SecretStore, SecretsError};
+use crate::store::{Acceptance, NewEvent, ObjectVersion, Store, StoreError, Submission};
+use crate::verify::{self, VerifyError};
+use crate::wasm::{self, AdapterFailure, AdapterSet, LoadedAdapter, Parsed, RejectionKind, RequestView};
+
+/// Longest provider event id or event type kept; longer is a malformed envelope.
+const MAX_ID_BYTES: usize = 255;
+
+/// Every way a request can fail, each with one HTTP answer (see `http.rs`).
+#[derive(Debug, thiserror::Error)]
+pub enum IngestError {
+    #[error("no endpoint with this id")]
+    UnknownEndpoint,
+    #[error("too many or too large headers")]
+    HeadersTooLarge,
+    #[error("unsupported content type")]
+    UnsupportedMediaType,
+    #[error("body larger than {0} bytes")]
+    PayloadTooLarge(u64),
+    #[error("request body ended early")]
+    IncompleteBody,
+    #[error("signature verification failed")]
+    InvalidSignature(String),
+    #[error("signed timestamp outside the tolerance")]
+    StaleTimestamp(VerifyError),
+    #[error("the verified body could not be parsed")]
+    Malformed(String),
+    #[error("event type not supported by this endpoint")]
+    UnsupportedEventType(String),
+    #[error("storage unavailable")]
+    StorageUnavailable(#[from] StoreError),
+    #[error("secrets unavailable")]
+    SecretsUnavailable(#[from] SecretsError),
+    #[error("adapter unavailable")]
+    AdapterUnavailable(String),
+}
+
+impl From<AdapterFailure> for IngestError {
+    fn from(e: AdapterFailure) -> Self {
+        IngestError::AdapterUnavailable(e.to_string())
+    }
+}
+
+/// What a request achieved.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Every event committed (some may be duplicates of earlier accepted copies).
+    Stored(Vec<Acceptance>),
+    /// Verified, but of a type this endpoint ignores; nothing stored.
+    Ignored(String),
+    /// Verified handshake (Slack `url_verification`, Discord PING); nothing stored.
+    Handshake(wasm::Handshake),
+}
+
+/// What the log line for a request carries besides its outcome.
+#[derive(Debug, Default)]
+pub struct RequestFacts {
+    pub adapter: Option<String>,
+    pub adapter_version: Option<String>,
+    pub secret_version: Option<String>,
+    pub event_id: Option<String>,
+}
+
+/// An endpoint resolved for one request: its settings, adapter and body limit.
+pub struct Admitted {
+    pub endpoint: Arc<EndpointConfig>,
+    pub adapter: Arc<LoadedAdapter>,
+    pub max_body_bytes: u64,
+}
+
+pub struct Ingest {
+    endpoints: HashMap<String, Arc<EndpointConfig>>,
+    adapters: ArcSwap<AdapterSet>,
+    secrets: Arc<SecretStore>,
+    store: Store,
+    clock: SharedClock,
+    max_body_bytes: u64,
+}
+
+impl Ingest {
+    pub fn new(
+        endpoints: Vec<EndpointConfig>,
+        adapters: AdapterSet,
+        secrets: Arc<SecretStore>,
+        store: Store,
+        clock: SharedClock,
+        max_body_bytes: u64,
+    ) -> Self {
+        Self {
+            endpoints: endpoints.into_iter().map(|e| (e.id.clone(), Arc::new(e))).collect(),
+            adapters: ArcSwap::from_pointee(adapters),
+            secrets,
+            store,
+            clock,
+            max_body_bytes,
+        }
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    pub fn adapters(&self) -> Arc<AdapterSet> {
+        self.adapters.load_full()
+    }
+
+    /// Swaps the adapter set atomically; requests in flight keep the version they started with.
+    pub fn replace_adapters(&self, adapters: AdapterSet) {
+        self.adapters.store(Arc::new(adapters));
+    }
+
+    /// Steps before the body is read: the endpoint, its adapter, and the body limit.
+    pub fn admit(&self, endpoint_id: &str) -> Result<Admitted, IngestError> {
+        let endpoint = self.endpoints.get(endpoint_id).ok_or(IngestError::UnknownEndpoint)?;
+        let adapter = self.adapters.load().get(&endpoint.adapter).cloned().ok_or_else(|| {
+            IngestError::AdapterUnavailable(format!("adapter {:?} is not loaded", endpoint.adapter))
+        })?;
+        let max_body_bytes = [Some(self.max_body_bytes), endpoint.max_body_bytes, adapter.info.max_body_bytes]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(self.max_body_bytes);
+        Ok(Admitted { endpoint: Arc::clone(endpoint), adapter, max_body_bytes })
+    }
+
+    /// Steps 4 to 8 on the exact raw bytes.
+    pub async fn process(
+        &self,
+        admitted: &Admitted,
+        headers: Arc<http::HeaderMap>,
+        query: Option<&str>,
+        body: Bytes,
+        facts: &mut RequestFacts,
+    ) -> Result<Outcome, IngestError> {
+        let Admitted { endpoint, adapter, .. } = admitted;
+        facts.adapter = Some(adapter.info.name.clone());
+        facts.adapter_version = Some(adapter.info.version.clone());
+        let view = || RequestView {
+            endpoint_id: endpoint.id.clone(),
+            url: endpoint.public_url.as_ref().map(|u| match query {
+                Some(q) => format!("{u}?{q}"),
+                None => u.clone(),
+            }),
+            headers: Arc::clone(&headers),
+            body: body.clone(),
+        };
+
+        // 4. The adapter describes what is signed. Its rejection here is always a 401.
+        let prepared = adapter.prepare(view()).await?.map_err(|r| IngestError::InvalidSignature(r.detail))?;
+
+        // 5. Verify under every trusted version of the endpoint's configured secret set.
+        let now = self.clock.now();
+        let keys = self.secrets.keys(&endpoint.secret, adapter.info.encoding, now)?;
+        let mac = adapter.info.mac.ok_or_else(|| IngestError::AdapterUnavailable("no algorithm".into()))?;
+        let version = verify::verify(mac, &keys, &prepared, &body)
+            .map_err(|e| IngestError::InvalidSignature(e.to_string()))?;
+        facts.secret_version = Some(version.to_owned());
+
+        // 6. Freshness of the signed timestamp, when the provider signs one.
+        if let Some(past) = endpoint.tolerance_secs.or(adapter.info.tolerance_past_secs) {
+            let future = endpoint.future_tolerance_secs.or(adapter.info.tolerance_future_secs).unwrap_or(past);
+            verify::check_freshness(prepared.timestamp, now.unix_timestamp(), past, future).map_err(|e| match e {
+                VerifyError::MissingTimestamp => IngestError::InvalidSignature(e.to_string()),
+                e => IngestError::StaleTimestamp(e),
+            })?;
+        }
+
+        // 7. Only now may anything interpret the body.
+        let parsed = match adapter.parse(view()).await? {
+            Ok(parsed) => parsed,
+            Err(r) => {
+                return match r.kind {
+                    RejectionKind::UnsupportedEventType => self.unsupported(endpoint, r.detail),
+                    RejectionKind::Malformed => Err(IngestError::Malformed(r.detail)),
+                    // After a successful verification this is an adapter contract breach.
+                    RejectionKind::InvalidSignature => Err(IngestError::InvalidSignature(r.detail)),
+                };
+            }
+        };
+        let envelopes = match parsed {
+            Parsed::Handshake(h) => {
+                if !(200..300).contains(&h.status) || http::HeaderValue::from_str(&h.content_type).is_err() {
+                    return Err(IngestError::AdapterUnavailable("invalid handshake answer".into()));
+                }
+                return Ok(Outcome::Handshake(h));
+            }
+            Parsed::Events(envelopes) if envelopes.is_empty() => {
+                return Err(IngestError::Malformed("no events in the body".into()));
+            }
+            Parsed::Events(envelopes) => envelopes,
+        };
+        facts.event_id = envelopes.first().map(|e| e.event_id.clone());
+        let allowed = &adapter.info.event_types;
+        if let Some(e) = envelopes.iter().find(|e| !allowed.is_empty() && !allowed.iter().any(|g| glob_match(g, &e.event_type))) {
+            return self.unsupported(endpoint, format!("event type {:?}", e.event_type));
+        }
+        let events = envelopes
+            .into_iter()
+            .map(|e| to_event(&adapter.info.name, &endpoint.id, e))
+            .collect::<Result<Vec<_>, _>>()?;
+
+        // 8. One transaction; the answer waits for the commit.
+        let submission = Submission { payload: body.clone(), matched_secret_version: version.to_owned(), events };
+        Ok(Outcome::Stored(self.store.accept(&submission).await?))
+    }
+
+    fn unsupported(&self, endpoint: &EndpointConfig, detail: String) -> Result<Outcome, IngestError> {
+        match endpoint.unsupported_types {
+            UnsupportedTypes::Reject => Err(IngestError::UnsupportedEventType(detail)),
+            UnsupportedTypes::Ignore => Ok(Outcome::Ignored(detail)),
+        }
+    }
+}
+
+fn to_event(provider: &str, endpoint_id: &str, e: wasm::Envelope) -> Result<NewEvent, IngestError> {
+    let bad = |what: &str| IngestError::Malformed(what.to_owned());
+    if e.event_id.is_empty() || e.event_id.len() > MAX_ID_BYTES {
+        return Err(bad("event id must be 1-255 bytes"));
+    }
+    if e.event_type.is_empty() || e.event_type.len() > MAX_ID_BYTES {
+        return Err(bad("event type must be 1-255 bytes"));
+    }
+    let object_version = match e.object_version {
+        Some(wasm::ObjectVersion::Sequence(v)) => {
+            Some(ObjectVersion::Sequence(i64::try_from(v).map_err(|_| bad("object version too large"))?))
+        }
+        Some(wasm::ObjectVersion::CreatedAt(v)) => Some(ObjectVersion::CreatedAt(v)),
+        None => None,
+    };
+    let created_at = e
+        .created_at
+        .map(|t| OffsetDateTime::from_unix_timestamp(t).map_err(|_| bad("created-at out of range")))
+        .transpose()?;
+    Ok(NewEvent {
+        provider: provider.to_owned(),
+        endpoint_id: endpoint_id.to_owned(),
+        event_id: e.event_id,
+        event_type: e.event_type,
+        object_id: e.object_id,
+        object_version,
+        created_at,
+    })
+}
+
+/// The inbox ids of a stored outcome, for the answer and the log.
+pub fn inbox_ids(acceptances: &[Acceptance]) -> Vec<Uuid> {
+    acceptances.iter().map(|a| a.inbox_id()).collect()
+}

@@ -1,0 +1,17 @@
+//! Wharf: a webhook receiver. A request is verified against the endpoint's secrets using the
+//! signed bytes a sandboxed provider adapter describes, then committed to a Postgres inbox
+//! before any 2xx. See `docs/ARCHITECTURE.md` for the code map and the invariants.
+
+pub mod cli;
+pub mod clock;
+pub mod config;
+pub mod dev;
+pub mod http;
+pub mod ingest;
+pub mod secrets;
+pub mod server;
+pub mod store;
+pub mod verify;
+pub mod wasm;
+
+pub use server::{Server, ServerOptions};

@@ -1,0 +1,138 @@
+//! Assembles the receiver from a validated config and runs it until cancelled. One
+//! cancellation token stops the listeners and every background task.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::clock::{SharedClock, SystemClock};
+use crate::config::Config;
+use crate::http::{HttpState, admin_router, public_router};
+use crate::ingest::Ingest;
+use crate::secrets::SecretStore;
+use crate::store::Store;
+use crate::wasm::Sandbox;
+
+/// What tests and embedders may change without a config file.
+#[derive(Clone)]
+pub struct ServerOptions {
+    pub clock: SharedClock,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        Self { clock: Arc::new(SystemClock) }
+    }
+}
+
+pub struct Server {
+    pub addr: SocketAddr,
+    pub admin_addr: Option<SocketAddr>,
+    pub ingest: Arc<Ingest>,
+    pub secrets: Arc<SecretStore>,
+    cancel: CancellationToken,
+    tasks: JoinSet<anyhow::Result<()>>,
+}
+
+impl Server {
+    pub async fn start(config: Config, options: ServerOptions) -> anyhow::Result<Self> {
+        let store = Store::connect_lazy(
+            config.database_url(),
+            config.database.max_connections,
+            Duration::from_millis(config.database.commit_timeout_ms),
+        )?;
+        if config.database.migrate_on_start {
+            store.migrate().await?;
+        }
+        let secrets = SecretStore::open(&config.secrets.file)?;
+        if let Ok(current) = &*secrets.current() {
+            let names: Vec<&str> = current.set_names().collect();
+            for e in &config.endpoints {
+                anyhow::ensure!(
+                    names.contains(&e.secret.as_str()),
+                    "endpoint {:?}: secret set {:?} is not in {}",
+                    e.id,
+                    e.secret,
+                    config.secrets.file.display()
+                );
+            }
+        }
+        let sandbox = Sandbox::new(config.sandbox_limits(), config.adapters.cache_dir.clone())?;
+        let adapters = sandbox.load_dir(&config.adapters.dir).await?;
+        for e in &config.endpoints {
+            if adapters.get(&e.adapter).is_none() {
+                tracing::warn!(endpoint = %e.id, adapter = %e.adapter,
+                    "adapter not loaded: the endpoint answers 503 adapter_unavailable until it is");
+            }
+        }
+        let ingest = Arc::new(Ingest::new(
+            config.endpoints.clone(),
+            adapters,
+            Arc::clone(&secrets),
+            store,
+            options.clock,
+            config.server.max_body_bytes,
+        ));
+        let state = HttpState {
+            ingest: Arc::clone(&ingest),
+            max_headers: config.server.max_headers,
+            max_header_bytes: config.server.max_header_bytes,
+        };
+
+        let cancel = CancellationToken::new();
+        let mut tasks = JoinSet::new();
+        let watcher = secrets.watch(cancel.clone())?;
+        tasks.spawn(async move { watcher.await.map_err(Into::into) });
+
+        let listener = TcpListener::bind(config.server.listen).await?;
+        let addr = listener.local_addr()?;
+        let token = cancel.clone();
+        let router = public_router(state.clone());
+        tasks.spawn(async move {
+            axum::serve(listener, router).with_graceful_shutdown(token.cancelled_owned()).await?;
+            Ok(())
+        });
+        let admin_addr = match config.server.admin_listen {
+            Some(admin) => {
+                let listener = TcpListener::bind(admin).await?;
+                let admin_addr = listener.local_addr()?;
+                let token = cancel.clone();
+                let router = admin_router(state);
+                tasks.spawn(async move {
+                    axum::serve(listener, router).with_graceful_shutdown(token.cancelled_owned()).await?;
+                    Ok(())
+                });
+                Some(admin_addr)
+            }
+            None => None,
+        };
+        Ok(Self { addr, admin_addr, ingest, secrets, cancel, tasks })
+    }
+
+    pub fn cancel_token(&self) -> CancellationToken {
+        self.cancel.clone()
+    }
+
+    /// Stops accepting, lets requests in flight finish, and waits for every task.
+    pub async fn shutdown(mut self) -> anyhow::Result<()> {
+        self.cancel.cancel();
+        self.wait_tasks().await
+    }
+
+    /// Runs until the token is cancelled (for example by a signal).
+    pub async fn run_until_cancelled(mut self) -> anyhow::Result<()> {
+        self.cancel.cancelled().await;
+        self.wait_tasks().await
+    }
+
+    async fn wait_tasks(&mut self) -> anyhow::Result<()> {
+        while let Some(result) = self.tasks.join_next().await {
+            result??;
+        }
+        Ok(())
+    }
+}
