@@ -11,7 +11,11 @@ use crate::store::Store;
 use crate::wasm::{Sandbox, SandboxLimits};
 
 #[derive(Parser)]
-#[command(name = "wharf", version, about = "A webhook receiver with sandboxed provider adapters")]
+#[command(
+    name = "wharf",
+    version,
+    about = "A webhook receiver with sandboxed provider adapters"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -72,7 +76,9 @@ pub fn main() -> ExitCode {
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     if std::env::var("WHARF_LOG_FORMAT").as_deref() == Ok("json") {
         builder.json().flatten_event(true).init();
     } else {
@@ -85,13 +91,16 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Serve { config } => serve(Config::load(&config)?).await,
         Command::Migrate { config } => {
             let config = Config::load(&config)?;
-            let store = Store::connect_lazy(config.database_url(), 2, std::time::Duration::from_secs(30))?;
+            let store =
+                Store::connect_lazy(config.database_url(), 2, std::time::Duration::from_secs(30))?;
             store.migrate().await?;
             println!("migrations applied");
             Ok(())
         }
         Command::Dev { config } => crate::dev::run(&config).await,
-        Command::Adapter { command: AdapterCommand::Check { file } } => {
+        Command::Adapter {
+            command: AdapterCommand::Check { file },
+        } => {
             let sandbox = Sandbox::new(SandboxLimits::default(), None)?;
             let adapter = sandbox.load(&file).await?;
             println!("{}", serde_json::to_string_pretty(&adapter.info)?);
@@ -120,7 +129,8 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
 }
 
 async fn shutdown_signal() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("signal handler");
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("signal handler");
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}

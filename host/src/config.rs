@@ -164,7 +164,8 @@ impl Config {
 
     /// Like `load` but leaves validation to the caller (`wharf dev` fills in the database).
     pub fn load_unvalidated(path: &Path) -> anyhow::Result<Self> {
-        let text = std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("config {}: {e}", path.display()))?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("config {}: {e}", path.display()))?;
         let mut config = Self::parse(&text, path.parent().unwrap_or(Path::new(".")))
             .map_err(|e| anyhow::anyhow!("config {}: {e}", path.display()))?;
         config.apply_env(|k| std::env::var(k).ok())?;
@@ -191,10 +192,16 @@ impl Config {
             self.database.url = Some(url);
         }
         if let Some(listen) = var("WHARF_LISTEN") {
-            self.server.listen = listen.parse().map_err(|e| anyhow::anyhow!("WHARF_LISTEN: {e}"))?;
+            self.server.listen = listen
+                .parse()
+                .map_err(|e| anyhow::anyhow!("WHARF_LISTEN: {e}"))?;
         }
         if let Some(listen) = var("WHARF_ADMIN_LISTEN") {
-            self.server.admin_listen = Some(listen.parse().map_err(|e| anyhow::anyhow!("WHARF_ADMIN_LISTEN: {e}"))?);
+            self.server.admin_listen = Some(
+                listen
+                    .parse()
+                    .map_err(|e| anyhow::anyhow!("WHARF_ADMIN_LISTEN: {e}"))?,
+            );
         }
         Ok(())
     }
@@ -204,16 +211,32 @@ impl Config {
             self.server.tls.is_none() && self.server.plain_http,
             "[server.tls] is not supported yet: set plain_http = true and terminate TLS at a proxy"
         );
-        anyhow::ensure!(self.server.max_body_bytes > 0, "server.max_body_bytes must be positive");
-        anyhow::ensure!(self.database.url.is_some(), "no database url: set [database] url or WHARF_DATABASE_URL");
+        anyhow::ensure!(
+            self.server.max_body_bytes > 0,
+            "server.max_body_bytes must be positive"
+        );
+        anyhow::ensure!(
+            self.database.url.is_some(),
+            "no database url: set [database] url or WHARF_DATABASE_URL"
+        );
         let mut ids = HashSet::new();
         for e in &self.endpoints {
             let url_safe = !e.id.is_empty()
                 && e.id.len() <= 128
-                && e.id.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
-            anyhow::ensure!(url_safe, "endpoint id {:?} must be 1-128 of [A-Za-z0-9._-]", e.id);
+                && e.id
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
+            anyhow::ensure!(
+                url_safe,
+                "endpoint id {:?} must be 1-128 of [A-Za-z0-9._-]",
+                e.id
+            );
             anyhow::ensure!(ids.insert(&e.id), "endpoint id {:?} is used twice", e.id);
-            anyhow::ensure!(e.rate_limit.is_none(), "endpoint {:?}: rate_limit is not supported yet", e.id);
+            anyhow::ensure!(
+                e.rate_limit.is_none(),
+                "endpoint {:?}: rate_limit is not supported yet",
+                e.id
+            );
         }
         Ok(())
     }

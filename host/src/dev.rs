@@ -43,21 +43,32 @@ impl DevCluster {
         // Postgres refuses to run as root; run it as the `postgres` user then.
         let as_root = running_as_root();
         if as_root {
-            exec(Command::new("chown").args(["-R", "postgres:postgres"]).arg(&dir))?;
+            exec(
+                Command::new("chown")
+                    .args(["-R", "postgres:postgres"])
+                    .arg(&dir),
+            )?;
         }
         if !data.join("PG_VERSION").exists() {
             tracing::info!(dir = %data.display(), "creating a local Postgres cluster");
-            exec(pg_command(as_root, &bin.join("initdb"))
-                .args(["-U", "postgres", "--auth=trust", "-E", "UTF8", "-D"])
-                .arg(&data))?;
+            exec(
+                pg_command(as_root, &bin.join("initdb"))
+                    .args(["-U", "postgres", "--auth=trust", "-E", "UTF8", "-D"])
+                    .arg(&data),
+            )?;
         }
-        let options = format!("-p {port} -k {} -c listen_addresses=127.0.0.1", dir.display());
-        exec(pg_command(as_root, &bin.join("pg_ctl"))
-            .arg("-D")
-            .arg(&data)
-            .args(["-o", &options, "-l"])
-            .arg(dir.join("pg.log"))
-            .args(["-w", "start"]))?;
+        let options = format!(
+            "-p {port} -k {} -c listen_addresses=127.0.0.1",
+            dir.display()
+        );
+        exec(
+            pg_command(as_root, &bin.join("pg_ctl"))
+                .arg("-D")
+                .arg(&data)
+                .args(["-o", &options, "-l"])
+                .arg(dir.join("pg.log"))
+                .args(["-w", "start"]),
+        )?;
         tracing::info!(port, "local Postgres started");
         Ok(Self { data, port, bin })
     }
@@ -68,7 +79,12 @@ impl DevCluster {
 
     fn stop(self) {
         let as_root = running_as_root();
-        let _ = exec(pg_command(as_root, &self.bin.join("pg_ctl")).arg("-D").arg(&self.data).args(["-m", "fast", "stop"]));
+        let _ = exec(
+            pg_command(as_root, &self.bin.join("pg_ctl"))
+                .arg("-D")
+                .arg(&self.data)
+                .args(["-m", "fast", "stop"]),
+        );
     }
 }
 
@@ -83,31 +99,41 @@ fn pg_command(as_root: bool, program: &Path) -> Command {
 }
 
 fn exec(command: &mut Command) -> anyhow::Result<()> {
-    let status = command.status().map_err(|e| anyhow::anyhow!("{command:?}: {e}"))?;
+    let status = command
+        .status()
+        .map_err(|e| anyhow::anyhow!("{command:?}: {e}"))?;
     anyhow::ensure!(status.success(), "{command:?} failed with {status}");
     Ok(())
 }
 
 fn running_as_root() -> bool {
-    Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.trim_ascii() == b"0")
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.trim_ascii() == b"0")
 }
 
 fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
 }
 
 /// `initdb` on PATH, else the newest `/usr/lib/postgresql/<version>/bin`.
 fn find_pg_bin() -> Option<PathBuf> {
-    if let Ok(path) = std::env::var("PATH") {
-        if let Some(dir) = std::env::split_paths(&path).find(|d| d.join("initdb").is_file()) {
-            return Some(dir);
-        }
+    if let Some(dir) = std::env::var_os("PATH")
+        .and_then(|path| std::env::split_paths(&path).find(|d| d.join("initdb").is_file()))
+    {
+        return Some(dir);
     }
     let mut versions: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
         .ok()?
         .filter_map(|e| Some(e.ok()?.path().join("bin")))
         .filter(|bin| bin.join("initdb").is_file())
         .collect();
-    versions.sort_by_key(|p| p.parent().and_then(|v| v.file_name()?.to_str()?.parse::<u32>().ok()));
+    versions.sort_by_key(|p| {
+        p.parent()
+            .and_then(|v| v.file_name()?.to_str()?.parse::<u32>().ok())
+    });
     versions.pop()
 }

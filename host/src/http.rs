@@ -29,7 +29,10 @@ pub struct HttpState {
 
 pub fn public_router(state: HttpState) -> Router {
     Router::new()
-        .route("/webhooks/{endpoint_id}", post(receive).fallback(method_not_allowed))
+        .route(
+            "/webhooks/{endpoint_id}",
+            post(receive).fallback(method_not_allowed),
+        )
         .fallback(not_found)
         .with_state(state)
 }
@@ -53,7 +56,12 @@ async fn ready(State(state): State<HttpState>) -> Response {
 
 async fn method_not_allowed() -> Response {
     let body = json!({"error": "method_not_allowed", "message": "use POST"});
-    (StatusCode::METHOD_NOT_ALLOWED, [(header::ALLOW, "POST")], axum::Json(body)).into_response()
+    (
+        StatusCode::METHOD_NOT_ALLOWED,
+        [(header::ALLOW, "POST")],
+        axum::Json(body),
+    )
+        .into_response()
 }
 
 async fn not_found() -> Response {
@@ -69,7 +77,15 @@ async fn receive(
 ) -> Response {
     let started = Instant::now();
     let mut facts = RequestFacts::default();
-    let result = handle(&state, &endpoint_id, query.as_deref(), headers, body, &mut facts).await;
+    let result = handle(
+        &state,
+        &endpoint_id,
+        query.as_deref(),
+        headers,
+        body,
+        &mut facts,
+    )
+    .await;
     let response = match &result {
         Ok(outcome) => outcome_response(outcome),
         Err(e) => error_response(e),
@@ -77,7 +93,14 @@ async fn receive(
     let (outcome, inbox_id) = match &result {
         Ok(Outcome::Stored(a)) => {
             let first = a.first().map(|a| a.inbox_id().to_string());
-            (if a.iter().any(|a| matches!(a, Acceptance::Accepted(_))) { "accepted" } else { "duplicate" }, first)
+            (
+                if a.iter().any(|a| matches!(a, Acceptance::Accepted(_))) {
+                    "accepted"
+                } else {
+                    "duplicate"
+                },
+                first,
+            )
         }
         Ok(Outcome::Ignored(_)) => ("ignored", None),
         Ok(Outcome::Handshake(_)) => ("handshake", None),
@@ -110,7 +133,10 @@ async fn handle(
     facts: &mut RequestFacts,
 ) -> Result<Outcome, IngestError> {
     let admitted = state.ingest.admit(endpoint_id)?;
-    let header_bytes: usize = headers.iter().map(|(k, v)| k.as_str().len() + v.len()).sum();
+    let header_bytes: usize = headers
+        .iter()
+        .map(|(k, v)| k.as_str().len() + v.len())
+        .sum();
     if headers.len() > state.max_headers || header_bytes > state.max_header_bytes {
         return Err(IngestError::HeadersTooLarge);
     }
@@ -119,28 +145,46 @@ async fn handle(
     }
     let limit = admitted.max_body_bytes;
     // A declared length over the limit is refused before a byte of the body is read.
-    let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
     if declared.is_some_and(|len| len > limit) {
         return Err(IngestError::PayloadTooLarge(limit));
     }
     // Streaming guard for chunked bodies: reading stops one byte past the limit.
     let body = match Limited::new(body, limit as usize).collect().await {
         Ok(collected) => collected.to_bytes(),
-        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => return Err(IngestError::PayloadTooLarge(limit)),
+        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => {
+            return Err(IngestError::PayloadTooLarge(limit));
+        }
         Err(_) => return Err(IngestError::IncompleteBody),
     };
-    state.ingest.process(&admitted, Arc::new(headers), query, body, facts).await
+    state
+        .ingest
+        .process(&admitted, Arc::new(headers), query, body, facts)
+        .await
 }
 
 /// Webhook bodies are JSON, form-encoded, XML or text; a missing type is allowed because some
 /// providers omit it. Anything else (multipart, binary) is refused before the body is read.
 fn acceptable_content_type(value: Option<&HeaderValue>) -> bool {
     let Some(value) = value else { return true };
-    let Ok(value) = value.to_str() else { return false };
-    let essence = value.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    let Ok(value) = value.to_str() else {
+        return false;
+    };
+    let essence = value
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
     matches!(
         essence.as_str(),
-        "application/json" | "application/x-www-form-urlencoded" | "text/plain" | "application/xml" | "text/xml"
+        "application/json"
+            | "application/x-www-form-urlencoded"
+            | "text/plain"
+            | "application/xml"
+            | "text/xml"
     ) || (essence.starts_with("application/") && essence.ends_with("+json"))
 }
 
@@ -148,18 +192,33 @@ fn outcome_response(outcome: &Outcome) -> Response {
     match outcome {
         Outcome::Stored(acceptances) => {
             let ids = inbox_ids(acceptances);
-            let status = if acceptances.iter().any(|a| matches!(a, Acceptance::Accepted(_))) { "accepted" } else { "duplicate" };
+            let status = if acceptances
+                .iter()
+                .any(|a| matches!(a, Acceptance::Accepted(_)))
+            {
+                "accepted"
+            } else {
+                "duplicate"
+            };
             let mut body = json!({"status": status, "inbox_id": ids[0]});
             if ids.len() > 1 {
                 body["inbox_ids"] = json!(ids);
             }
             (StatusCode::OK, axum::Json(body)).into_response()
         }
-        Outcome::Ignored(_) => (StatusCode::OK, axum::Json(json!({"status": "ignored"}))).into_response(),
+        Outcome::Ignored(_) => {
+            (StatusCode::OK, axum::Json(json!({"status": "ignored"}))).into_response()
+        }
         Outcome::Handshake(h) => {
             let status = StatusCode::from_u16(h.status).unwrap_or(StatusCode::OK);
-            let content_type = HeaderValue::from_str(&h.content_type).unwrap_or(HeaderValue::from_static("text/plain"));
-            (status, [(header::CONTENT_TYPE, content_type)], h.body.clone()).into_response()
+            let content_type = HeaderValue::from_str(&h.content_type)
+                .unwrap_or(HeaderValue::from_static("text/plain"));
+            (
+                status,
+                [(header::CONTENT_TYPE, content_type)],
+                h.body.clone(),
+            )
+                .into_response()
         }
     }
 }
@@ -168,25 +227,40 @@ fn outcome_response(outcome: &Outcome) -> Response {
 fn error_code(e: &IngestError) -> (StatusCode, &'static str) {
     match e {
         IngestError::UnknownEndpoint => (StatusCode::NOT_FOUND, "unknown_endpoint"),
-        IngestError::HeadersTooLarge => (StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, "headers_too_large"),
-        IngestError::UnsupportedMediaType => (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type"),
+        IngestError::HeadersTooLarge => (
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            "headers_too_large",
+        ),
+        IngestError::UnsupportedMediaType => {
+            (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type")
+        }
         IngestError::PayloadTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
-        IngestError::IncompleteBody | IngestError::Malformed(_) => (StatusCode::BAD_REQUEST, "malformed"),
+        IngestError::IncompleteBody | IngestError::Malformed(_) => {
+            (StatusCode::BAD_REQUEST, "malformed")
+        }
         IngestError::InvalidSignature(_) => (StatusCode::UNAUTHORIZED, "invalid_signature"),
         IngestError::StaleTimestamp(_) => (StatusCode::UNAUTHORIZED, "stale_timestamp"),
-        IngestError::UnsupportedEventType(_) => (StatusCode::UNPROCESSABLE_ENTITY, "unsupported_event_type"),
-        IngestError::StorageUnavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "storage_unavailable"),
-        IngestError::SecretsUnavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "secrets_unavailable"),
-        IngestError::AdapterUnavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "adapter_unavailable"),
+        IngestError::UnsupportedEventType(_) => {
+            (StatusCode::UNPROCESSABLE_ENTITY, "unsupported_event_type")
+        }
+        IngestError::StorageUnavailable(_) => {
+            (StatusCode::SERVICE_UNAVAILABLE, "storage_unavailable")
+        }
+        IngestError::SecretsUnavailable(_) => {
+            (StatusCode::SERVICE_UNAVAILABLE, "secrets_unavailable")
+        }
+        IngestError::AdapterUnavailable(_) => {
+            (StatusCode::SERVICE_UNAVAILABLE, "adapter_unavailable")
+        }
     }
 }
 
 /// The cause kept for the log and never sent: it may name files, adapters or database state.
 fn internal_cause(e: &IngestError) -> Option<String> {
     match e {
-        IngestError::InvalidSignature(d) | IngestError::Malformed(d) | IngestError::UnsupportedEventType(d) => {
-            Some(d.clone())
-        }
+        IngestError::InvalidSignature(d)
+        | IngestError::Malformed(d)
+        | IngestError::UnsupportedEventType(d) => Some(d.clone()),
         IngestError::AdapterUnavailable(d) => Some(d.clone()),
         IngestError::StaleTimestamp(e) => Some(e.to_string()),
         IngestError::StorageUnavailable(e) => Some(e.to_string()),
@@ -202,9 +276,16 @@ fn error_response(e: &IngestError) -> Response {
         IngestError::PayloadTooLarge(limit) => format!("body larger than {limit} bytes"),
         other => other.to_string(),
     };
-    let mut response = (status, axum::Json(json!({"error": code, "message": message}))).into_response();
+    let mut response = (
+        status,
+        axum::Json(json!({"error": code, "message": message})),
+    )
+        .into_response();
     if status == StatusCode::SERVICE_UNAVAILABLE {
-        response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER_SECS));
+        response.headers_mut().insert(
+            header::RETRY_AFTER,
+            HeaderValue::from_static(RETRY_AFTER_SECS),
+        );
     }
     response
 }

@@ -15,7 +15,9 @@ use crate::config::{EndpointConfig, UnsupportedTypes, glob_match};
 use crate::secrets::{SecretStore, SecretsError};
 use crate::store::{Acceptance, NewEvent, ObjectVersion, Store, StoreError, Submission};
 use crate::verify::{self, VerifyError};
-use crate::wasm::{self, AdapterFailure, AdapterSet, LoadedAdapter, Parsed, RejectionKind, RequestView};
+use crate::wasm::{
+    self, AdapterFailure, AdapterSet, LoadedAdapter, Parsed, RejectionKind, RequestView,
+};
 
 /// Longest provider event id or event type kept; longer is a malformed envelope.
 const MAX_ID_BYTES: usize = 255;
@@ -101,7 +103,10 @@ impl Ingest {
         max_body_bytes: u64,
     ) -> Self {
         Self {
-            endpoints: endpoints.into_iter().map(|e| (e.id.clone(), Arc::new(e))).collect(),
+            endpoints: endpoints
+                .into_iter()
+                .map(|e| (e.id.clone(), Arc::new(e)))
+                .collect(),
             adapters: ArcSwap::from_pointee(adapters),
             secrets,
             store,
@@ -125,16 +130,35 @@ impl Ingest {
 
     /// Steps before the body is read: the endpoint, its adapter, and the body limit.
     pub fn admit(&self, endpoint_id: &str) -> Result<Admitted, IngestError> {
-        let endpoint = self.endpoints.get(endpoint_id).ok_or(IngestError::UnknownEndpoint)?;
-        let adapter = self.adapters.load().get(&endpoint.adapter).cloned().ok_or_else(|| {
-            IngestError::AdapterUnavailable(format!("adapter {:?} is not loaded", endpoint.adapter))
-        })?;
-        let max_body_bytes = [Some(self.max_body_bytes), endpoint.max_body_bytes, adapter.info.max_body_bytes]
-            .into_iter()
-            .flatten()
-            .min()
-            .unwrap_or(self.max_body_bytes);
-        Ok(Admitted { endpoint: Arc::clone(endpoint), adapter, max_body_bytes })
+        let endpoint = self
+            .endpoints
+            .get(endpoint_id)
+            .ok_or(IngestError::UnknownEndpoint)?;
+        let adapter = self
+            .adapters
+            .load()
+            .get(&endpoint.adapter)
+            .cloned()
+            .ok_or_else(|| {
+                IngestError::AdapterUnavailable(format!(
+                    "adapter {:?} is not loaded",
+                    endpoint.adapter
+                ))
+            })?;
+        let max_body_bytes = [
+            Some(self.max_body_bytes),
+            endpoint.max_body_bytes,
+            adapter.info.max_body_bytes,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or(self.max_body_bytes);
+        Ok(Admitted {
+            endpoint: Arc::clone(endpoint),
+            adapter,
+            max_body_bytes,
+        })
     }
 
     /// Steps 4 to 8 on the exact raw bytes.
@@ -146,7 +170,9 @@ impl Ingest {
         body: Bytes,
         facts: &mut RequestFacts,
     ) -> Result<Outcome, IngestError> {
-        let Admitted { endpoint, adapter, .. } = admitted;
+        let Admitted {
+            endpoint, adapter, ..
+        } = admitted;
         facts.adapter = Some(adapter.info.name.clone());
         facts.adapter_version = Some(adapter.info.version.clone());
         let view = || RequestView {
@@ -160,23 +186,35 @@ impl Ingest {
         };
 
         // 4. The adapter describes what is signed. Its rejection here is always a 401.
-        let prepared = adapter.prepare(view()).await?.map_err(|r| IngestError::InvalidSignature(r.detail))?;
+        let prepared = adapter
+            .prepare(view())
+            .await?
+            .map_err(|r| IngestError::InvalidSignature(r.detail))?;
 
         // 5. Verify under every trusted version of the endpoint's configured secret set.
         let now = self.clock.now();
-        let keys = self.secrets.keys(&endpoint.secret, adapter.info.encoding, now)?;
-        let mac = adapter.info.mac.ok_or_else(|| IngestError::AdapterUnavailable("no algorithm".into()))?;
+        let keys = self
+            .secrets
+            .keys(&endpoint.secret, adapter.info.encoding, now)?;
+        let mac = adapter
+            .info
+            .mac
+            .ok_or_else(|| IngestError::AdapterUnavailable("no algorithm".into()))?;
         let version = verify::verify(mac, &keys, &prepared, &body)
             .map_err(|e| IngestError::InvalidSignature(e.to_string()))?;
         facts.secret_version = Some(version.to_owned());
 
         // 6. Freshness of the signed timestamp, when the provider signs one.
         if let Some(past) = endpoint.tolerance_secs.or(adapter.info.tolerance_past_secs) {
-            let future = endpoint.future_tolerance_secs.or(adapter.info.tolerance_future_secs).unwrap_or(past);
-            verify::check_freshness(prepared.timestamp, now.unix_timestamp(), past, future).map_err(|e| match e {
-                VerifyError::MissingTimestamp => IngestError::InvalidSignature(e.to_string()),
-                e => IngestError::StaleTimestamp(e),
-            })?;
+            let future = endpoint
+                .future_tolerance_secs
+                .or(adapter.info.tolerance_future_secs)
+                .unwrap_or(past);
+            verify::check_freshness(prepared.timestamp, now.unix_timestamp(), past, future)
+                .map_err(|e| match e {
+                    VerifyError::MissingTimestamp => IngestError::InvalidSignature(e.to_string()),
+                    e => IngestError::StaleTimestamp(e),
+                })?;
         }
 
         // 7. Only now may anything interpret the body.
@@ -193,8 +231,12 @@ impl Ingest {
         };
         let envelopes = match parsed {
             Parsed::Handshake(h) => {
-                if !(200..300).contains(&h.status) || http::HeaderValue::from_str(&h.content_type).is_err() {
-                    return Err(IngestError::AdapterUnavailable("invalid handshake answer".into()));
+                if !(200..300).contains(&h.status)
+                    || http::HeaderValue::from_str(&h.content_type).is_err()
+                {
+                    return Err(IngestError::AdapterUnavailable(
+                        "invalid handshake answer".into(),
+                    ));
                 }
                 return Ok(Outcome::Handshake(h));
             }
@@ -205,7 +247,10 @@ impl Ingest {
         };
         facts.event_id = envelopes.first().map(|e| e.event_id.clone());
         let allowed = &adapter.info.event_types;
-        if let Some(e) = envelopes.iter().find(|e| !allowed.is_empty() && !allowed.iter().any(|g| glob_match(g, &e.event_type))) {
+        if let Some(e) = envelopes
+            .iter()
+            .find(|e| !allowed.is_empty() && !allowed.iter().any(|g| glob_match(g, &e.event_type)))
+        {
             return self.unsupported(endpoint, format!("event type {:?}", e.event_type));
         }
         let events = envelopes
@@ -214,11 +259,19 @@ impl Ingest {
             .collect::<Result<Vec<_>, _>>()?;
 
         // 8. One transaction; the answer waits for the commit.
-        let submission = Submission { payload: body.clone(), matched_secret_version: version.to_owned(), events };
+        let submission = Submission {
+            payload: body.clone(),
+            matched_secret_version: version.to_owned(),
+            events,
+        };
         Ok(Outcome::Stored(self.store.accept(&submission).await?))
     }
 
-    fn unsupported(&self, endpoint: &EndpointConfig, detail: String) -> Result<Outcome, IngestError> {
+    fn unsupported(
+        &self,
+        endpoint: &EndpointConfig,
+        detail: String,
+    ) -> Result<Outcome, IngestError> {
         match endpoint.unsupported_types {
             UnsupportedTypes::Reject => Err(IngestError::UnsupportedEventType(detail)),
             UnsupportedTypes::Ignore => Ok(Outcome::Ignored(detail)),
@@ -235,9 +288,9 @@ fn to_event(provider: &str, endpoint_id: &str, e: wasm::Envelope) -> Result<NewE
         return Err(bad("event type must be 1-255 bytes"));
     }
     let object_version = match e.object_version {
-        Some(wasm::ObjectVersion::Sequence(v)) => {
-            Some(ObjectVersion::Sequence(i64::try_from(v).map_err(|_| bad("object version too large"))?))
-        }
+        Some(wasm::ObjectVersion::Sequence(v)) => Some(ObjectVersion::Sequence(
+            i64::try_from(v).map_err(|_| bad("object version too large"))?,
+        )),
         Some(wasm::ObjectVersion::CreatedAt(v)) => Some(ObjectVersion::CreatedAt(v)),
         None => None,
     };

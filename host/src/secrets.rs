@@ -40,7 +40,9 @@ pub struct TrustedKey {
 
 impl std::fmt::Debug for TrustedKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TrustedKey").field("version", &self.version).finish_non_exhaustive()
+        f.debug_struct("TrustedKey")
+            .field("version", &self.version)
+            .finish_non_exhaustive()
     }
 }
 
@@ -53,8 +55,14 @@ pub enum SecretsError {
     #[error("every version of secret set {0:?} has expired")]
     AllExpired(String),
     #[error("secret set {set:?} version {version:?} cannot be decoded as {encoding:?}")]
-    Undecodable { set: String, version: String, encoding: KeyEncoding },
-    #[error("secret set {set:?} version {version:?} has no `value` (public keys are not verified yet)")]
+    Undecodable {
+        set: String,
+        version: String,
+        encoding: KeyEncoding,
+    },
+    #[error(
+        "secret set {set:?} version {version:?} has no `value` (public keys are not verified yet)"
+    )]
     NoValue { set: String, version: String },
 }
 
@@ -80,24 +88,36 @@ pub struct Secrets {
 
 impl Secrets {
     pub fn parse(text: &str) -> Result<Self, String> {
-        let raw: HashMap<String, Vec<RawVersion>> = toml::from_str(text).map_err(|e| e.message().to_owned())?;
+        let raw: HashMap<String, Vec<RawVersion>> =
+            toml::from_str(text).map_err(|e| e.message().to_owned())?;
         let mut sets = HashMap::new();
         for (name, versions) in raw {
             let mut seen = std::collections::HashSet::new();
             let mut parsed = Vec::with_capacity(versions.len());
             for v in versions {
                 if v.version.is_empty() || !seen.insert(v.version.clone()) {
-                    return Err(format!("set {name:?}: every version needs a unique, non-empty `version`"));
+                    return Err(format!(
+                        "set {name:?}: every version needs a unique, non-empty `version`"
+                    ));
                 }
                 if v.value.is_some() == v.public_key.is_some() {
-                    return Err(format!("set {name:?} version {:?}: give exactly one of `value` and `public_key`", v.version));
+                    return Err(format!(
+                        "set {name:?} version {:?}: give exactly one of `value` and `public_key`",
+                        v.version
+                    ));
                 }
                 let expires_at = v
                     .expires_at
                     .map(|e| parse_instant(&e))
                     .transpose()
-                    .map_err(|e| format!("set {name:?} version {:?}: expires_at: {e}", v.version))?;
-                parsed.push(SecretVersion { version: v.version, value: v.value, expires_at });
+                    .map_err(|e| {
+                        format!("set {name:?} version {:?}: expires_at: {e}", v.version)
+                    })?;
+                parsed.push(SecretVersion {
+                    version: v.version,
+                    value: v.value,
+                    expires_at,
+                });
             }
             if parsed.is_empty() {
                 return Err(format!("set {name:?} has no versions"));
@@ -112,8 +132,16 @@ impl Secrets {
     }
 
     /// The set's unexpired versions, newest first, decoded for the adapter's encoding.
-    pub fn keys(&self, set: &str, encoding: KeyEncoding, now: OffsetDateTime) -> Result<Vec<TrustedKey>, SecretsError> {
-        let versions = self.sets.get(set).ok_or_else(|| SecretsError::UnknownSet(set.to_owned()))?;
+    pub fn keys(
+        &self,
+        set: &str,
+        encoding: KeyEncoding,
+        now: OffsetDateTime,
+    ) -> Result<Vec<TrustedKey>, SecretsError> {
+        let versions = self
+            .sets
+            .get(set)
+            .ok_or_else(|| SecretsError::UnknownSet(set.to_owned()))?;
         let keys: Vec<TrustedKey> = versions
             .iter()
             .filter(|v| v.expires_at.is_none_or(|at| at > now))
@@ -127,7 +155,10 @@ impl Secrets {
                     version: v.version.clone(),
                     encoding,
                 })?;
-                Ok(TrustedKey { version: v.version.clone(), key })
+                Ok(TrustedKey {
+                    version: v.version.clone(),
+                    key,
+                })
             })
             .collect::<Result<_, _>>()?;
         if keys.is_empty() {
@@ -143,12 +174,18 @@ fn parse_instant(value: &toml::Value) -> Result<OffsetDateTime, String> {
         toml::Value::Datetime(d) => d.to_string(),
         _ => return Err("expected an RFC 3339 date-time".into()),
     };
-    OffsetDateTime::parse(&text, &time::format_description::well_known::Rfc3339).map_err(|e| e.to_string())
+    OffsetDateTime::parse(&text, &time::format_description::well_known::Rfc3339)
+        .map_err(|e| e.to_string())
 }
 
 pub fn decode_key(value: &str, encoding: KeyEncoding) -> Option<Vec<u8>> {
     use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD};
-    let b64 = |s: &str| STANDARD.decode(s).or_else(|_| STANDARD_NO_PAD.decode(s)).ok();
+    let b64 = |s: &str| {
+        STANDARD
+            .decode(s)
+            .or_else(|_| STANDARD_NO_PAD.decode(s))
+            .ok()
+    };
     let key = match encoding {
         KeyEncoding::Raw => Some(value.as_bytes().to_vec()),
         KeyEncoding::WhsecBase64 => b64(value.strip_prefix("whsec_").unwrap_or(value)),
@@ -169,8 +206,10 @@ impl SecretStore {
     /// Reads the file once; an unreadable file is an error at start-up (fail fast), and a
     /// 503 later (fail closed).
     pub fn open(path: &Path) -> anyhow::Result<Arc<Self>> {
-        let text = std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("secrets file {}: {e}", path.display()))?;
-        let secrets = Secrets::parse(&text).map_err(|e| anyhow::anyhow!("secrets file {}: {e}", path.display()))?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("secrets file {}: {e}", path.display()))?;
+        let secrets = Secrets::parse(&text)
+            .map_err(|e| anyhow::anyhow!("secrets file {}: {e}", path.display()))?;
         Ok(Arc::new(Self {
             path: path.to_owned(),
             current: ArcSwap::from_pointee(Ok(secrets)),
@@ -182,7 +221,12 @@ impl SecretStore {
         self.current.load_full()
     }
 
-    pub fn keys(&self, set: &str, encoding: KeyEncoding, now: OffsetDateTime) -> Result<Vec<TrustedKey>, SecretsError> {
+    pub fn keys(
+        &self,
+        set: &str,
+        encoding: KeyEncoding,
+        now: OffsetDateTime,
+    ) -> Result<Vec<TrustedKey>, SecretsError> {
         match &**self.current.load() {
             Ok(secrets) => secrets.keys(set, encoding, now),
             Err(e) => Err(SecretsError::FileUnreadable(e.clone())),
@@ -201,8 +245,11 @@ impl SecretStore {
         *last = text.ok();
         match &next {
             Ok(s) => {
-                let mut sets: Vec<String> =
-                    s.sets.iter().map(|(name, v)| format!("{name}({})", v.len())).collect();
+                let mut sets: Vec<String> = s
+                    .sets
+                    .iter()
+                    .map(|(name, v)| format!("{name}({})", v.len()))
+                    .collect();
                 sets.sort();
                 tracing::info!(file = %self.path.display(), sets = %sets.join(","), "secrets reloaded");
             }
@@ -213,12 +260,21 @@ impl SecretStore {
     }
 
     /// Watches the file's folder (so rename-over saves are seen) and polls as a fallback.
-    pub fn watch(self: &Arc<Self>, cancel: CancellationToken) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    pub fn watch(
+        self: &Arc<Self>,
+        cancel: CancellationToken,
+    ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
         let (tx, mut rx) = tokio::sync::mpsc::channel::<()>(1);
-        let dir = self.path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_owned();
-        let mut watcher = notify::recommended_watcher(move |_event: notify::Result<notify::Event>| {
-            let _ = tx.try_send(());
-        })?;
+        let dir = self
+            .path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."))
+            .to_owned();
+        let mut watcher =
+            notify::recommended_watcher(move |_event: notify::Result<notify::Event>| {
+                let _ = tx.try_send(());
+            })?;
         watcher.watch(&dir, notify::RecursiveMode::NonRecursive)?;
         let this = Arc::clone(self);
         Ok(tokio::spawn(async move {
@@ -258,20 +314,44 @@ expires_at = 2020-01-01T00:00:00Z
     #[test]
     fn versions_newest_first_and_expiry() {
         let s = Secrets::parse(FILE).unwrap();
-        let before = OffsetDateTime::parse("2026-11-30T00:00:00Z", &time::format_description::well_known::Rfc3339).unwrap();
+        let before = OffsetDateTime::parse(
+            "2026-11-30T00:00:00Z",
+            &time::format_description::well_known::Rfc3339,
+        )
+        .unwrap();
         let keys = s.keys("s", KeyEncoding::WhsecBase64, before).unwrap();
-        assert_eq!(keys.iter().map(|k| k.version.as_str()).collect::<Vec<_>>(), ["new", "old"]);
+        assert_eq!(
+            keys.iter().map(|k| k.version.as_str()).collect::<Vec<_>>(),
+            ["new", "old"]
+        );
         let after = before + time::Duration::days(2);
-        assert_eq!(s.keys("s", KeyEncoding::WhsecBase64, after).unwrap().len(), 1);
-        assert_eq!(s.keys("gone", KeyEncoding::Raw, before).unwrap_err(), SecretsError::AllExpired("gone".into()));
-        assert!(matches!(s.keys("s", KeyEncoding::Hex, before), Err(SecretsError::Undecodable { .. })));
-        assert_eq!(s.keys("nope", KeyEncoding::Raw, before).unwrap_err(), SecretsError::UnknownSet("nope".into()));
+        assert_eq!(
+            s.keys("s", KeyEncoding::WhsecBase64, after).unwrap().len(),
+            1
+        );
+        assert_eq!(
+            s.keys("gone", KeyEncoding::Raw, before).unwrap_err(),
+            SecretsError::AllExpired("gone".into())
+        );
+        assert!(matches!(
+            s.keys("s", KeyEncoding::Hex, before),
+            Err(SecretsError::Undecodable { .. })
+        ));
+        assert_eq!(
+            s.keys("nope", KeyEncoding::Raw, before).unwrap_err(),
+            SecretsError::UnknownSet("nope".into())
+        );
     }
 
     #[test]
     fn invalid_files_are_refused() {
         assert!(Secrets::parse("[[s]]\nversion = \"a\"\n").is_err());
-        assert!(Secrets::parse("[[s]]\nversion = \"a\"\nvalue = \"x\"\n[[s]]\nversion = \"a\"\nvalue = \"y\"\n").is_err());
+        assert!(
+            Secrets::parse(
+                "[[s]]\nversion = \"a\"\nvalue = \"x\"\n[[s]]\nversion = \"a\"\nvalue = \"y\"\n"
+            )
+            .is_err()
+        );
         assert!(Secrets::parse("not toml [").is_err());
     }
 }

@@ -25,7 +25,9 @@ pub struct ServerOptions {
 
 impl Default for ServerOptions {
     fn default() -> Self {
-        Self { clock: Arc::new(SystemClock) }
+        Self {
+            clock: Arc::new(SystemClock),
+        }
     }
 }
 
@@ -93,7 +95,9 @@ impl Server {
         let token = cancel.clone();
         let router = public_router(state.clone());
         tasks.spawn(async move {
-            axum::serve(listener, router).with_graceful_shutdown(token.cancelled_owned()).await?;
+            axum::serve(listener, router)
+                .with_graceful_shutdown(token.cancelled_owned())
+                .await?;
             Ok(())
         });
         let admin_addr = match config.server.admin_listen {
@@ -103,14 +107,23 @@ impl Server {
                 let token = cancel.clone();
                 let router = admin_router(state);
                 tasks.spawn(async move {
-                    axum::serve(listener, router).with_graceful_shutdown(token.cancelled_owned()).await?;
+                    axum::serve(listener, router)
+                        .with_graceful_shutdown(token.cancelled_owned())
+                        .await?;
                     Ok(())
                 });
                 Some(admin_addr)
             }
             None => None,
         };
-        Ok(Self { addr, admin_addr, ingest, secrets, cancel, tasks })
+        Ok(Self {
+            addr,
+            admin_addr,
+            ingest,
+            secrets,
+            cancel,
+            tasks,
+        })
     }
 
     pub fn cancel_token(&self) -> CancellationToken {

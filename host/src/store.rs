@@ -73,14 +73,21 @@ pub struct Store {
 impl Store {
     /// Connects lazily: a database that is down at start makes requests answer 503 until it
     /// returns, rather than keeping the receiver down.
-    pub fn connect_lazy(url: &str, max_connections: u32, commit_timeout: Duration) -> anyhow::Result<Self> {
+    pub fn connect_lazy(
+        url: &str,
+        max_connections: u32,
+        commit_timeout: Duration,
+    ) -> anyhow::Result<Self> {
         let options: PgConnectOptions = url.parse()?;
         let pool = PgPoolOptions::new()
             .max_connections(max_connections)
             // Shorter than the commit timeout so a starved pool still answers 503 in time.
             .acquire_timeout(commit_timeout.mul_f32(0.7))
             .connect_lazy_with(options.application_name("wharf"));
-        Ok(Self { pool, commit_timeout })
+        Ok(Self {
+            pool,
+            commit_timeout,
+        })
     }
 
     pub fn pool(&self) -> &PgPool {
@@ -93,9 +100,12 @@ impl Store {
     }
 
     pub async fn ping(&self) -> Result<(), StoreError> {
-        tokio::time::timeout(self.commit_timeout, sqlx::query("SELECT 1").execute(&self.pool))
-            .await
-            .map_err(|_| StoreError::Timeout(self.commit_timeout))??;
+        tokio::time::timeout(
+            self.commit_timeout,
+            sqlx::query("SELECT 1").execute(&self.pool),
+        )
+        .await
+        .map_err(|_| StoreError::Timeout(self.commit_timeout))??;
         Ok(())
     }
 
@@ -185,7 +195,11 @@ async fn insert_event(
 }
 
 /// The single place raw payloads are written; encryption at rest will change only this.
-async fn store_payload(tx: &mut Transaction<'_, Postgres>, payload_ref: Uuid, body: &[u8]) -> Result<(), sqlx::Error> {
+async fn store_payload(
+    tx: &mut Transaction<'_, Postgres>,
+    payload_ref: Uuid,
+    body: &[u8],
+) -> Result<(), sqlx::Error> {
     sqlx::query("INSERT INTO webhook_payloads (payload_ref, body) VALUES ($1, $2)")
         .bind(payload_ref)
         .bind(body)

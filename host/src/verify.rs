@@ -74,7 +74,10 @@ pub fn verify<'k>(
                 let expected = mac_of(algorithm, &key.key, &check.message, body);
                 // Compare against every candidate without stopping early, so the time taken
                 // does not say which candidate was close.
-                check.signatures.iter().fold(false, |ok, sig| ok | same(&expected, sig))
+                check
+                    .signatures
+                    .iter()
+                    .fold(false, |ok, sig| ok | same(&expected, sig))
             })
         })
         .map(|key| key.version.as_str())
@@ -82,7 +85,12 @@ pub fn verify<'k>(
 }
 
 /// Checks a signed Unix timestamp against separate past and future tolerances.
-pub fn check_freshness(timestamp: Option<i64>, now: i64, past_secs: u64, future_secs: u64) -> Result<(), VerifyError> {
+pub fn check_freshness(
+    timestamp: Option<i64>,
+    now: i64,
+    past_secs: u64,
+    future_secs: u64,
+) -> Result<(), VerifyError> {
     let ts = timestamp.ok_or(VerifyError::MissingTimestamp)?;
     let age = now.saturating_sub(ts);
     if age > 0 && age as u64 > past_secs {
@@ -100,19 +108,35 @@ mod tests {
     use crate::wasm::Check;
 
     fn key(v: &str, k: &[u8]) -> TrustedKey {
-        TrustedKey { version: v.into(), key: k.to_vec() }
+        TrustedKey {
+            version: v.into(),
+            key: k.to_vec(),
+        }
     }
 
     #[test]
     fn github_published_vector() {
-        let sig = hex::decode("757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17").unwrap();
+        let sig = hex::decode("757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17")
+            .unwrap();
         let prepared = Prepared {
-            checks: vec![Check { message: vec![Part::RawBody], signatures: vec![sig] }],
+            checks: vec![Check {
+                message: vec![Part::RawBody],
+                signatures: vec![sig],
+            }],
             timestamp: None,
         };
-        let keys = [key("old", b"nope"), key("cur", b"It's a Secret to Everybody")];
-        assert_eq!(verify(MacAlgorithm::Sha256, &keys, &prepared, b"Hello, World!"), Ok("cur"));
-        assert_eq!(verify(MacAlgorithm::Sha256, &keys, &prepared, b"Hello, World?"), Err(VerifyError::NoMatch));
+        let keys = [
+            key("old", b"nope"),
+            key("cur", b"It's a Secret to Everybody"),
+        ];
+        assert_eq!(
+            verify(MacAlgorithm::Sha256, &keys, &prepared, b"Hello, World!"),
+            Ok("cur")
+        );
+        assert_eq!(
+            verify(MacAlgorithm::Sha256, &keys, &prepared, b"Hello, World?"),
+            Err(VerifyError::NoMatch)
+        );
     }
 
     #[test]
@@ -121,21 +145,42 @@ mod tests {
         let full = mac_of(MacAlgorithm::Sha256, b"secret", &[Part::RawBody], b"x");
         for sig in [vec![], full[..16].to_vec()] {
             let prepared = Prepared {
-                checks: vec![Check { message: vec![Part::RawBody], signatures: vec![sig] }],
+                checks: vec![Check {
+                    message: vec![Part::RawBody],
+                    signatures: vec![sig],
+                }],
                 timestamp: None,
             };
-            assert_eq!(verify(MacAlgorithm::Sha256, &keys, &prepared, b"x"), Err(VerifyError::NoMatch));
+            assert_eq!(
+                verify(MacAlgorithm::Sha256, &keys, &prepared, b"x"),
+                Err(VerifyError::NoMatch)
+            );
         }
-        let none = Prepared { checks: vec![], timestamp: None };
-        assert_eq!(verify(MacAlgorithm::Sha256, &keys, &none, b"x"), Err(VerifyError::NoSignatures));
+        let none = Prepared {
+            checks: vec![],
+            timestamp: None,
+        };
+        assert_eq!(
+            verify(MacAlgorithm::Sha256, &keys, &none, b"x"),
+            Err(VerifyError::NoSignatures)
+        );
     }
 
     #[test]
     fn freshness_bounds_are_separate_and_inclusive() {
         assert!(check_freshness(Some(1000), 1300, 300, 5).is_ok());
-        assert_eq!(check_freshness(Some(1000), 1301, 300, 5), Err(VerifyError::TooOld(301)));
+        assert_eq!(
+            check_freshness(Some(1000), 1301, 300, 5),
+            Err(VerifyError::TooOld(301))
+        );
         assert!(check_freshness(Some(1005), 1000, 300, 5).is_ok());
-        assert_eq!(check_freshness(Some(1006), 1000, 300, 5), Err(VerifyError::TooNew(6)));
-        assert_eq!(check_freshness(None, 1000, 300, 5), Err(VerifyError::MissingTimestamp));
+        assert_eq!(
+            check_freshness(Some(1006), 1000, 300, 5),
+            Err(VerifyError::TooNew(6))
+        );
+        assert_eq!(
+            check_freshness(None, 1000, 300, 5),
+            Err(VerifyError::MissingTimestamp)
+        );
     }
 }

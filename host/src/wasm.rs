@@ -17,7 +17,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
 use wasmtime::component::{Component, HasSelf, Linker, Resource, ResourceTable};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store};
-use wasmtime::{StoreLimits, StoreLimitsBuilder, Trap};
+use wasmtime::{StoreLimits, StoreLimitsBuilder, Trap, UpdateDeadline};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxView, WasiView};
 
@@ -86,7 +86,11 @@ pub enum AdapterFailure {
 }
 
 fn stderr_suffix(stderr: &str) -> String {
-    if stderr.is_empty() { String::new() } else { format!(" (guest stderr: {stderr})") }
+    if stderr.is_empty() {
+        String::new()
+    } else {
+        format!(" (guest stderr: {stderr})")
+    }
 }
 
 pub struct GuestState {
@@ -97,7 +101,10 @@ pub struct GuestState {
 
 impl WasiView for GuestState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
     }
 }
 
@@ -112,7 +119,11 @@ impl bindings::wharf::adapter::types::HostRequest for GuestState {
         Ok(self.table.get(&req)?.url.clone())
     }
 
-    fn header(&mut self, req: Resource<RequestView>, name: String) -> wasmtime::Result<Option<Vec<u8>>> {
+    fn header(
+        &mut self,
+        req: Resource<RequestView>,
+        name: String,
+    ) -> wasmtime::Result<Option<Vec<u8>>> {
         let mut values = self.table.get(&req)?.headers.get_all(name.as_str()).iter();
         Ok(match (values.next(), values.next()) {
             (Some(one), None) => Some(one.as_bytes().to_vec()),
@@ -120,14 +131,27 @@ impl bindings::wharf::adapter::types::HostRequest for GuestState {
         })
     }
 
-    fn header_values(&mut self, req: Resource<RequestView>, name: String) -> wasmtime::Result<Vec<Vec<u8>>> {
+    fn header_values(
+        &mut self,
+        req: Resource<RequestView>,
+        name: String,
+    ) -> wasmtime::Result<Vec<Vec<u8>>> {
         let view = self.table.get(&req)?;
-        Ok(view.headers.get_all(name.as_str()).iter().map(|v| v.as_bytes().to_vec()).collect())
+        Ok(view
+            .headers
+            .get_all(name.as_str())
+            .iter()
+            .map(|v| v.as_bytes().to_vec())
+            .collect())
     }
 
     fn headers(&mut self, req: Resource<RequestView>) -> wasmtime::Result<Vec<(String, Vec<u8>)>> {
         let view = self.table.get(&req)?;
-        Ok(view.headers.iter().map(|(k, v)| (k.as_str().to_owned(), v.as_bytes().to_vec())).collect())
+        Ok(view
+            .headers
+            .iter()
+            .map(|(k, v)| (k.as_str().to_owned(), v.as_bytes().to_vec()))
+            .collect())
     }
 
     fn body_len(&mut self, req: Resource<RequestView>) -> wasmtime::Result<u64> {
@@ -190,25 +214,35 @@ impl Sandbox {
         let mut config = Config::new();
         config
             .epoch_interruption(true)
+            // Traps are an adapter's failure, reported by name; a backtrace costs time per trap.
+            .wasm_backtrace_max_frames(None)
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool))
             .max_wasm_stack(512 << 10);
         let engine = Engine::new(&config).map_err(|e| anyhow::anyhow!("wasm engine: {e}"))?;
 
         let weak = engine.weak();
-        std::thread::Builder::new().name("wharf-epoch".into()).spawn(move || {
-            while let Some(engine) = weak.upgrade() {
-                engine.increment_epoch();
-                drop(engine);
-                std::thread::sleep(EPOCH_TICK);
-            }
-        })?;
+        std::thread::Builder::new()
+            .name("wharf-epoch".into())
+            .spawn(move || {
+                while let Some(engine) = weak.upgrade() {
+                    engine.increment_epoch();
+                    drop(engine);
+                    std::thread::sleep(EPOCH_TICK);
+                }
+            })?;
 
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| anyhow::anyhow!("{e}"))?;
         bindings::Adapter::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         let permits = Arc::new(Semaphore::new(n as usize));
-        Ok(Arc::new(Self { engine, linker, limits, permits, cache_dir }))
+        Ok(Arc::new(Self {
+            engine,
+            linker,
+            limits,
+            permits,
+            cache_dir,
+        }))
     }
 
     pub fn limits(&self) -> &SandboxLimits {
@@ -222,7 +256,10 @@ impl Sandbox {
         let this = Arc::clone(self);
         let hash = sha256.clone();
         let component = tokio::task::spawn_blocking(move || this.compile(&bytes, &hash)).await??;
-        let pre = self.linker.instantiate_pre(&component).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let pre = self
+            .linker
+            .instantiate_pre(&component)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
         let pre = bindings::AdapterPre::new(pre).map_err(|e| anyhow::anyhow!("{e}"))?;
         let mut adapter = LoadedAdapter {
             sandbox: Arc::clone(self),
@@ -251,7 +288,8 @@ impl Sandbox {
                 return Ok(c);
             }
         }
-        let component = Component::from_binary(&self.engine, bytes).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let component =
+            Component::from_binary(&self.engine, bytes).map_err(|e| anyhow::anyhow!("{e}"))?;
         if let Ok(serialized) = component.serialize() {
             let tmp = dir.join(format!(".{sha256}.{}.tmp", std::process::id()));
             let _ = std::fs::create_dir_all(dir)
@@ -282,7 +320,9 @@ impl Sandbox {
                             "two files describe the same adapter name; the later one wins");
                     }
                 }
-                Err(e) => tracing::error!(file = %path.display(), error = %e, "adapter failed to load"),
+                Err(e) => {
+                    tracing::error!(file = %path.display(), error = %e, "adapter failed to load")
+                }
             }
         }
         Ok(AdapterSet(set))
@@ -347,15 +387,27 @@ impl TryFrom<bindings::wharf::adapter::types::Description> for AdapterInfo {
         use crate::verify::MacAlgorithm;
         let valid_name = !d.name.is_empty()
             && d.name.len() <= 64
-            && d.name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
-        anyhow::ensure!(valid_name, "adapter name {:?} must be 1-64 of [a-z0-9_-]", d.name);
-        anyhow::ensure!(!d.version.is_empty() && d.version.len() <= 64, "adapter version must be 1-64 bytes");
+            && d.name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+        anyhow::ensure!(
+            valid_name,
+            "adapter name {:?} must be 1-64 of [a-z0-9_-]",
+            d.name
+        );
+        anyhow::ensure!(
+            !d.version.is_empty() && d.version.len() <= 64,
+            "adapter version must be 1-64 bytes"
+        );
         let (algorithm, mac) = match d.algorithm {
             Algorithm::HmacSha256 => ("hmac-sha256", MacAlgorithm::Sha256),
             Algorithm::HmacSha1 => ("hmac-sha1", MacAlgorithm::Sha1),
             Algorithm::HmacSha512 => ("hmac-sha512", MacAlgorithm::Sha512),
             Algorithm::Ed25519 | Algorithm::EcdsaP256Sha256 => {
-                anyhow::bail!("adapter {} declares a public-key algorithm, which this host does not verify yet", d.name)
+                anyhow::bail!(
+                    "adapter {} declares a public-key algorithm, which this host does not verify yet",
+                    d.name
+                )
             }
         };
         let (secret_encoding, encoding) = match d.secret_encoding {
@@ -395,13 +447,20 @@ pub struct LoadedAdapter {
 }
 
 impl LoadedAdapter {
-    async fn describe(&self) -> Result<bindings::wharf::adapter::types::Description, AdapterFailure> {
-        self.call(None, |adapter, store, _| Box::pin(async move { adapter.call_describe(store).await }))
-            .await
+    async fn describe(
+        &self,
+    ) -> Result<bindings::wharf::adapter::types::Description, AdapterFailure> {
+        self.call(None, |adapter, store, _| {
+            Box::pin(async move { adapter.call_describe(store).await })
+        })
+        .await
     }
 
     /// Where the signatures are and which bytes they sign. Secrets are not involved.
-    pub async fn prepare(&self, req: RequestView) -> Result<Result<Prepared, Rejection>, AdapterFailure> {
+    pub async fn prepare(
+        &self,
+        req: RequestView,
+    ) -> Result<Result<Prepared, Rejection>, AdapterFailure> {
         let out = self
             .call(Some(req), |adapter, store, req| {
                 Box::pin(async move { adapter.call_prepare(store, req.expect("request")).await })
@@ -417,14 +476,22 @@ impl LoadedAdapter {
                     Part::RawBody => 0,
                 })
                 .sum();
-            let sigs: usize = prepared.checks.iter().flat_map(|c| c.signatures.iter()).map(|s| s.len() + 16).sum();
+            let sigs: usize = prepared
+                .checks
+                .iter()
+                .flat_map(|c| c.signatures.iter())
+                .map(|s| s.len() + 16)
+                .sum();
             self.bounded(literal + sigs + prepared.checks.len() * 16, "prepare")?;
         }
         Ok(out)
     }
 
     /// What the verified body means.
-    pub async fn parse(&self, req: RequestView) -> Result<Result<Parsed, Rejection>, AdapterFailure> {
+    pub async fn parse(
+        &self,
+        req: RequestView,
+    ) -> Result<Result<Parsed, Rejection>, AdapterFailure> {
         let out = self
             .call(Some(req), |adapter, store, req| {
                 Box::pin(async move { adapter.call_parse(store, req.expect("request")).await })
@@ -452,7 +519,9 @@ impl LoadedAdapter {
     fn bounded(&self, size: usize, what: &str) -> Result<(), AdapterFailure> {
         let max = self.sandbox.limits.max_result_bytes;
         if size > max {
-            return Err(AdapterFailure::OversizedResult(format!("{what} returned about {size} bytes (max {max})")));
+            return Err(AdapterFailure::OversizedResult(format!(
+                "{what} returned about {size} bytes (max {max})"
+            )));
         }
         Ok(())
     }
@@ -464,28 +533,64 @@ impl LoadedAdapter {
             &'a bindings::Adapter,
             &'a mut Store<GuestState>,
             Option<Resource<RequestView>>,
-        ) -> std::pin::Pin<Box<dyn Future<Output = wasmtime::Result<R>> + Send + 'a>>,
+        ) -> std::pin::Pin<
+            Box<dyn Future<Output = wasmtime::Result<R>> + Send + 'a>,
+        >,
     {
         let sandbox = &self.sandbox;
         // Never more instances at once than the pool holds: waiting here beats failing there.
-        let _permit = sandbox.permits.acquire().await.expect("semaphore never closed");
+        let _permit = sandbox
+            .permits
+            .acquire()
+            .await
+            .expect("semaphore never closed");
         let stderr = MemoryOutputPipe::new(STDERR_CAPTURE_BYTES);
         let wasi = WasiCtx::builder()
             .stderr(stderr.clone())
             .wall_clock(NoClock)
             .monotonic_clock(NoClock)
             .build();
-        let limits = StoreLimitsBuilder::new().memory_size(sandbox.limits.memory_bytes).build();
-        let mut store = Store::new(&sandbox.engine, GuestState { table: ResourceTable::new(), wasi, limits });
+        let limits = StoreLimitsBuilder::new()
+            .memory_size(sandbox.limits.memory_bytes)
+            .build();
+        let mut store = Store::new(
+            &sandbox.engine,
+            GuestState {
+                table: ResourceTable::new(),
+                wasi,
+                limits,
+            },
+        );
         store.limiter(|s| &mut s.limits);
-        let ticks = sandbox.limits.call_timeout.as_millis().div_ceil(EPOCH_TICK.as_millis()).max(1) as u64;
-        store.set_epoch_deadline(ticks);
+        // Every tick the guest yields to the executor, so a spinning adapter cannot starve the
+        // requests (and commits) sharing its worker thread; after the budget it is interrupted.
+        let mut ticks_left = sandbox
+            .limits
+            .call_timeout
+            .as_millis()
+            .div_ceil(EPOCH_TICK.as_millis())
+            .max(1);
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |_| {
+            ticks_left -= 1;
+            Ok(if ticks_left == 0 {
+                UpdateDeadline::Interrupt
+            } else {
+                UpdateDeadline::Yield(1)
+            })
+        });
 
         let req = match req {
-            Some(r) => Some(store.data_mut().table.push(r).map_err(|e| AdapterFailure::Trap {
-                trap: e.to_string(),
-                stderr: String::new(),
-            })?),
+            Some(r) => Some(
+                store
+                    .data_mut()
+                    .table
+                    .push(r)
+                    .map_err(|e| AdapterFailure::Trap {
+                        trap: e.to_string(),
+                        stderr: String::new(),
+                    })?,
+            ),
             None => None,
         };
         let result = match self.pre.instantiate_async(&mut store).await {
@@ -497,8 +602,16 @@ impl LoadedAdapter {
                 return AdapterFailure::Timeout;
             }
             let captured = stderr.contents();
-            let captured = String::from_utf8_lossy(&captured[..captured.len().min(STDERR_CAPTURE_BYTES)]);
-            AdapterFailure::Trap { trap: format!("{e:#}"), stderr: captured.trim().to_owned() }
+            let captured =
+                String::from_utf8_lossy(&captured[..captured.len().min(STDERR_CAPTURE_BYTES)]);
+            let trap = match e.downcast_ref::<Trap>() {
+                Some(trap) => trap.to_string(),
+                None => e.to_string(),
+            };
+            AdapterFailure::Trap {
+                trap,
+                stderr: captured.trim().to_owned(),
+            }
         })
     }
 }

@@ -1,1 +1,476 @@
-fn main() {}
+//! Repository automation, run as `cargo xtask <command>` (alias in `.cargo/config.toml`).
+//!
+//! Only `std`: this crate must build before anything else is set up.
+
+use std::env;
+use std::ffi::{OsStr, OsString};
+use std::fs;
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::thread;
+use std::time::{Duration, Instant};
+
+const USAGE: &str = "\
+usage: cargo xtask <command> [args...]
+
+commands:
+  adapters        build every adapter component into adapters/dist/ (test-only ones into
+                  adapters/dist/testing/)
+  test [args...]  build the adapters, test the adapter SDK, make sure Postgres (and, best
+                  effort, NATS) are running, then `cargo test --workspace [args...]`
+  dev [args...]   build the adapters, make sure PostgreSQL is installed, then
+                  `cargo run -p wharf -- dev [args...]`
+";
+
+const WASM_TARGET: &str = "wasm32-wasip2";
+const POSTGRES_ADDR: &str = "127.0.0.1:5432";
+const NATS_ADDR: &str = "127.0.0.1:4222";
+const DEFAULT_TEST_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+
+type Result<T = (), E = String> = std::result::Result<T, E>;
+
+fn main() -> ExitCode {
+    let mut args = env::args_os().skip(1);
+    let command = args.next();
+    let rest: Vec<OsString> = args.collect();
+    let result = match command.as_deref().and_then(OsStr::to_str) {
+        Some("adapters") if rest.is_empty() => adapters().map(|()| ExitCode::SUCCESS),
+        Some("test") => test(&rest),
+        Some("dev") => dev(&rest),
+        Some("help" | "-h" | "--help") => {
+            print!("{USAGE}");
+            Ok(ExitCode::SUCCESS)
+        }
+        _ => Err(format!("unknown command or arguments\n\n{USAGE}")),
+    };
+    result.unwrap_or_else(|error| {
+        eprintln!("xtask: error: {error}");
+        ExitCode::FAILURE
+    })
+}
+
+fn root() -> PathBuf {
+    let xtask = Path::new(env!("CARGO_MANIFEST_DIR"));
+    xtask
+        .parent()
+        .expect("xtask lives inside the repository")
+        .to_path_buf()
+}
+
+/// The cargo that runs us (same toolchain), or `cargo` from `PATH`.
+fn cargo() -> Command {
+    Command::new(env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+}
+
+/// Builds the guest workspace and copies each component into `adapters/dist/`.
+fn adapters() -> Result {
+    let root = root();
+    let dir = root.join("adapters");
+    let target_dir = dir.join("target");
+
+    match run(Command::new("rustup")
+        .args(["target", "add", WASM_TARGET])
+        .current_dir(&root))
+    {
+        Err(Failure::NotFound(_)) => {
+            warn(&format!(
+                "rustup not found; assuming the {WASM_TARGET} target is installed"
+            ));
+        }
+        other => other?,
+    }
+    // Run from adapters/ with its own target dir, so nothing meant for the host (a
+    // CARGO_TARGET_DIR, a `.cargo/config.toml` next to the host) reaches the guest build.
+    run(cargo()
+        .args(["build", "--release", "--workspace", "--target", WASM_TARGET])
+        .arg("--manifest-path")
+        .arg(dir.join("Cargo.toml"))
+        .arg("--target-dir")
+        .arg(&target_dir)
+        .current_dir(&dir))?;
+
+    let built = target_dir.join(WASM_TARGET).join("release");
+    let mut count = 0;
+    for (group, dist) in [
+        ("", dir.join("dist")),
+        ("testing", dir.join("dist").join("testing")),
+    ] {
+        for name in adapter_crates(&dir.join(group))? {
+            let artifact = built.join(format!("{}.wasm", name.replace('-', "_")));
+            let bytes = fs::read(&artifact)
+                .map_err(|e| format!("cannot read built component {}: {e}", artifact.display()))?;
+            let dest = dist.join(format!("{name}.wasm"));
+            let shown = dest
+                .strip_prefix(&root)
+                .unwrap_or(&dest)
+                .display()
+                .to_string();
+            if fs::read(&dest).is_ok_and(|old| old == bytes) {
+                println!("xtask: {shown} unchanged ({} bytes)", bytes.len());
+            } else {
+                write_atomically(&dest, &bytes)?;
+                println!("xtask: wrote {shown} ({} bytes)", bytes.len());
+            }
+            count += 1;
+        }
+    }
+    if count == 0 {
+        return Err(format!("no adapter crates found under {}", dir.display()));
+    }
+    Ok(())
+}
+
+/// Adapter crates directly inside `dir`: subfolders whose `Cargo.toml` builds a `cdylib`.
+/// By convention the folder name is the package name and the adapter's `describe().name`.
+fn adapter_crates(dir: &Path) -> Result<Vec<String>> {
+    let entries = fs::read_dir(dir).map_err(|e| format!("cannot list {}: {e}", dir.display()))?;
+    let mut names = Vec::new();
+    for entry in entries {
+        let path = entry
+            .map_err(|e| format!("cannot list {}: {e}", dir.display()))?
+            .path();
+        let Ok(manifest) = fs::read_to_string(path.join("Cargo.toml")) else {
+            continue;
+        };
+        if !manifest.contains("cdylib") {
+            continue;
+        }
+        let name = path
+            .file_name()
+            .and_then(OsStr::to_str)
+            .unwrap_or_default()
+            .to_owned();
+        let declared = format!("name = \"{name}\"");
+        if !manifest.lines().any(|line| line.trim() == declared) {
+            return Err(format!(
+                "{}: the package must be named after its folder ({declared})",
+                path.join("Cargo.toml").display()
+            ));
+        }
+        names.push(name);
+    }
+    names.sort();
+    Ok(names)
+}
+
+/// Writes via a temporary file and a rename: the host hot-reloads `*.wasm` from the folder
+/// and must never see a half-written component.
+fn write_atomically(dest: &Path, bytes: &[u8]) -> Result {
+    let parent = dest.parent().expect("destination has a parent");
+    fs::create_dir_all(parent).map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+    let file_name = dest
+        .file_name()
+        .and_then(OsStr::to_str)
+        .expect("UTF-8 file name");
+    let temp = parent.join(format!(".{file_name}.tmp"));
+    fs::write(&temp, bytes).map_err(|e| format!("cannot write {}: {e}", temp.display()))?;
+    fs::rename(&temp, dest).map_err(|e| format!("cannot move into {}: {e}", dest.display()))
+}
+
+fn test(args: &[OsString]) -> Result<ExitCode> {
+    let root = root();
+    adapters()?;
+    let sdk_manifest = root.join("adapters").join("Cargo.toml");
+    run(cargo()
+        .args(["test", "-p", "wharf-adapter-sdk", "--manifest-path"])
+        .arg(&sdk_manifest)
+        .arg("--target-dir")
+        .arg(root.join("adapters").join("target"))
+        .current_dir(root.join("adapters")))?;
+
+    let database_url = match env::var_os("WHARF_TEST_DATABASE_URL") {
+        Some(url) => {
+            println!("xtask: using WHARF_TEST_DATABASE_URL from the environment");
+            url
+        }
+        None => {
+            ensure_postgres()?;
+            DEFAULT_TEST_DATABASE_URL.into()
+        }
+    };
+    ensure_nats();
+
+    let mut command = cargo();
+    command
+        .args(["test", "--workspace"])
+        .args(args)
+        .env("WHARF_TEST_DATABASE_URL", database_url)
+        .current_dir(&root);
+    let shown = show(&command);
+    println!("xtask: $ {shown}");
+    let status = command
+        .status()
+        .map_err(|e| format!("cannot run `{shown}`: {e}"))?;
+    Ok(match status.code() {
+        Some(0) => ExitCode::SUCCESS,
+        Some(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
+        None => {
+            eprintln!("xtask: error: `{shown}` was killed ({status})");
+            ExitCode::FAILURE
+        }
+    })
+}
+
+fn dev(args: &[OsString]) -> Result<ExitCode> {
+    let root = root();
+    adapters()?;
+    let configured = ["WHARF_DATABASE_URL", "DATABASE_URL"]
+        .iter()
+        .any(|v| env::var_os(v).is_some());
+    if !configured && find_initdb().is_none() {
+        if is_root() {
+            install_postgres()?;
+        } else {
+            warn("initdb not found and not root: install PostgreSQL or set WHARF_DATABASE_URL");
+        }
+    }
+    let mut command = cargo();
+    command
+        .args(["run", "-p", "wharf", "--", "dev"])
+        .args(args)
+        .current_dir(&root);
+    let shown = show(&command);
+    println!("xtask: $ {shown}");
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt as _;
+        let error = command.exec(); // Only returns on failure.
+        Err(format!("cannot run `{shown}`: {error}"))
+    }
+    #[cfg(not(unix))]
+    {
+        let status = command
+            .status()
+            .map_err(|e| format!("cannot run `{shown}`: {e}"))?;
+        Ok(if status.success() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        })
+    }
+}
+
+fn ensure_postgres() -> Result {
+    if answers(POSTGRES_ADDR) {
+        return Ok(());
+    }
+    println!("xtask: Postgres is not answering on {POSTGRES_ADDR}; starting it");
+    if find_program("pg_ctlcluster").is_none() {
+        if let Some(initdb) = find_initdb() {
+            return Err(format!(
+                "Postgres is installed ({}) but not running on {POSTGRES_ADDR}, and there is no \
+                 pg_ctlcluster to start it: start it yourself or set WHARF_TEST_DATABASE_URL",
+                initdb.display()
+            ));
+        }
+        install_postgres()?;
+    }
+    let mut versions: Vec<String> = fs::read_dir("/etc/postgresql")
+        .map_err(|e| format!("cannot list /etc/postgresql: {e}"))?
+        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+        .filter(|v| Path::new("/etc/postgresql").join(v).join("main").is_dir())
+        .collect();
+    versions.sort();
+    if versions.is_empty() {
+        return Err("no `main` cluster in /etc/postgresql; create one with \
+                    `pg_createcluster <version> main`"
+            .into());
+    }
+    let mut failures = Vec::new();
+    for version in &versions {
+        // Keep going: another version's cluster may be the one on port 5432.
+        if let Err(failure) = run(Command::new("pg_ctlcluster").args([
+            "--skip-systemctl-redirect",
+            version,
+            "main",
+            "start",
+        ])) {
+            failures.push(failure.to_string());
+        }
+    }
+    if wait_for(POSTGRES_ADDR, Duration::from_secs(30)) {
+        println!("xtask: Postgres is answering on {POSTGRES_ADDR}");
+        return Ok(());
+    }
+    Err(format!(
+        "Postgres did not answer on {POSTGRES_ADDR} within 30 s ({}); see /var/log/postgresql/",
+        if failures.is_empty() {
+            "every cluster started".into()
+        } else {
+            failures.join("; ")
+        }
+    ))
+}
+
+/// Best effort: tests that need NATS are expected to cope with its absence.
+fn ensure_nats() {
+    if answers(NATS_ADDR) {
+        return;
+    }
+    let server = Path::new("/usr/sbin/nats-server");
+    if !server.exists() {
+        warn(&format!(
+            "NATS is not answering on {NATS_ADDR} and {} is missing",
+            server.display()
+        ));
+        return;
+    }
+    println!("xtask: NATS is not answering on {NATS_ADDR}; starting it");
+    let _ = fs::create_dir_all("/var/lib/nats-server");
+    let started = run(Command::new("start-stop-daemon")
+        .args(["--start", "--oknodo", "--background", "--exec"])
+        .arg(server)
+        .args([
+            "--",
+            "-a",
+            "127.0.0.1",
+            "-p",
+            "4222",
+            "-js",
+            "-sd",
+            "/var/lib/nats-server",
+        ])
+        .args(["-l", "/var/log/nats-server.log"]));
+    match started {
+        Err(failure) => warn(&failure.to_string()),
+        Ok(()) if wait_for(NATS_ADDR, Duration::from_secs(10)) => {
+            println!("xtask: NATS is answering on {NATS_ADDR}");
+        }
+        Ok(()) => warn(&format!(
+            "NATS did not answer on {NATS_ADDR}; see /var/log/nats-server.log"
+        )),
+    }
+}
+
+fn install_postgres() -> Result {
+    if !is_root() {
+        return Err(
+            "PostgreSQL is not installed: install it (apt-get install postgresql) or \
+                    run as root so xtask can"
+                .into(),
+        );
+    }
+    println!("xtask: installing PostgreSQL with apt-get");
+    run(Command::new("apt-get").arg("update"))?;
+    run(Command::new("apt-get")
+        .args(["install", "-y", "postgresql"])
+        .env("DEBIAN_FRONTEND", "noninteractive"))?;
+    Ok(())
+}
+
+fn answers(addr: &str) -> bool {
+    let addr: SocketAddr = addr.parse().expect("valid socket address");
+    TcpStream::connect_timeout(&addr, Duration::from_millis(500)).is_ok()
+}
+
+fn wait_for(addr: &str, timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if answers(addr) {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        thread::sleep(Duration::from_millis(250));
+    }
+}
+
+fn find_program(name: &str) -> Option<PathBuf> {
+    let path = env::var_os("PATH")?;
+    env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|p| is_executable(p))
+}
+
+/// `initdb` from `PATH`, else the newest under `/usr/lib/postgresql/*/bin` (Debian layout).
+fn find_initdb() -> Option<PathBuf> {
+    find_program("initdb").or_else(|| {
+        let mut found: Vec<PathBuf> = fs::read_dir("/usr/lib/postgresql")
+            .ok()?
+            .filter_map(|entry| Some(entry.ok()?.path().join("bin").join("initdb")))
+            .filter(|p| is_executable(p))
+            .collect();
+        found.sort_by_key(|p| {
+            let version = p
+                .iter()
+                .nth_back(2)
+                .and_then(OsStr::to_str)
+                .unwrap_or_default();
+            version.parse::<u32>().unwrap_or(0)
+        });
+        found.pop()
+    })
+}
+
+fn is_executable(path: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        path.metadata()
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    }
+    #[cfg(not(unix))]
+    {
+        path.is_file()
+    }
+}
+
+fn is_root() -> bool {
+    fs::read_to_string("/proc/self/status").is_ok_and(|status| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("Uid:"))
+            .and_then(|uids| uids.split_whitespace().next())
+            == Some("0")
+    })
+}
+
+fn warn(message: &str) {
+    eprintln!("xtask: warning: {message}");
+}
+
+enum Failure {
+    NotFound(String),
+    Other(String),
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::NotFound(message) | Failure::Other(message) => f.write_str(message),
+        }
+    }
+}
+
+impl From<Failure> for String {
+    fn from(failure: Failure) -> String {
+        failure.to_string()
+    }
+}
+
+/// Runs a command to completion; any failure to start or non-zero exit is an error.
+fn run(command: &mut Command) -> Result<(), Failure> {
+    let shown = show(command);
+    println!("xtask: $ {shown}");
+    match command.status() {
+        Ok(status) if status.success() => Ok(()),
+        Ok(status) => Err(Failure::Other(format!("`{shown}` failed ({status})"))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Failure::NotFound(format!(
+            "cannot run `{shown}`: program not found"
+        ))),
+        Err(e) => Err(Failure::Other(format!("cannot run `{shown}`: {e}"))),
+    }
+}
+
+fn show(command: &Command) -> String {
+    let program = Path::new(command.get_program());
+    // Show `cargo`, not the toolchain's absolute path from $CARGO.
+    let program = program.file_name().unwrap_or(program.as_os_str());
+    std::iter::once(program)
+        .chain(command.get_args())
+        .map(|part| part.to_string_lossy())
+        .collect::<Vec<_>>()
+        .join(" ")
+}

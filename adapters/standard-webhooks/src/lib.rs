@@ -1,0 +1,111 @@
+//! Standard Webhooks v1, and Svix (the same scheme under `svix-*` headers).
+//!
+//! Signed message: `id.timestamp.body`; `webhook-signature` holds space-separated `v1,<base64>`
+//! entries. Other versions (`v1a`, Ed25519) are ignored until the host verifies them.
+
+wit_bindgen::generate!({ path: "../../wit", world: "adapter" });
+
+use wharf::adapter::types::{
+    Algorithm, Check, Envelope, Ordering, Part, RejectionKind, SecretEncoding, Tolerance,
+};
+use wharf_adapter_sdk as sdk;
+
+struct Adapter;
+export!(Adapter);
+
+fn reject(kind: RejectionKind, detail: &str) -> Rejection {
+    Rejection {
+        kind,
+        detail: detail.into(),
+    }
+}
+
+/// `webhook` when any `webhook-id` is present (even repeated), else `svix`; never mixed.
+fn scheme(req: &Request) -> &'static str {
+    if req.header_values("webhook-id").is_empty() {
+        "svix"
+    } else {
+        "webhook"
+    }
+}
+
+impl Guest for Adapter {
+    fn describe() -> Description {
+        Description {
+            name: "standard-webhooks".into(),
+            version: "0.1.0".into(),
+            event_types: Vec::new(),
+            max_body_bytes: None,
+            algorithm: Algorithm::HmacSha256,
+            secret_encoding: SecretEncoding::WhsecBase64,
+            tolerance: Some(Tolerance {
+                past_secs: 300,
+                future_secs: 300,
+            }),
+            ordering: Ordering::None,
+        }
+    }
+
+    fn prepare(req: &Request) -> Result<Prepared, Rejection> {
+        let s = scheme(req);
+        let header = |suffix: &str| {
+            let name = format!("{s}-{suffix}");
+            let detail = format!("missing, empty or repeated {name}");
+            req.header(&name)
+                .filter(|v| !v.is_empty())
+                .ok_or_else(|| reject(RejectionKind::InvalidSignature, &detail))
+        };
+        let id = header("id")?;
+        let timestamp = header("timestamp")?;
+        let signature = header("signature")?;
+        let unix = sdk::parse_unix_timestamp(&timestamp).ok_or_else(|| {
+            reject(
+                RejectionKind::InvalidSignature,
+                "timestamp is not an integer",
+            )
+        })?;
+        let signatures: Vec<Vec<u8>> = sdk::split_list(&signature, b' ')
+            .filter_map(|entry| match sdk::split_pair(entry, b',')? {
+                (b"v1", sig) => sdk::base64_decode(sig),
+                _ => None,
+            })
+            .collect();
+        if signatures.is_empty() {
+            return Err(reject(
+                RejectionKind::InvalidSignature,
+                "no usable v1 signature",
+            ));
+        }
+        let mut signed = id;
+        signed.push(b'.');
+        signed.extend_from_slice(&timestamp);
+        signed.push(b'.');
+        Ok(Prepared {
+            checks: vec![Check {
+                message: vec![Part::Literal(signed), Part::RawBody],
+                signatures,
+            }],
+            timestamp: Some(unix),
+        })
+    }
+
+    fn parse(req: &Request) -> Result<Parsed, Rejection> {
+        let malformed = |detail| reject(RejectionKind::Malformed, detail);
+        let event_id = req
+            .header(&format!("{}-id", scheme(req)))
+            .and_then(sdk::utf8_nonempty)
+            .ok_or_else(|| malformed("webhook id is not UTF-8"))?;
+        let body = sdk::parse_json(&req.body()).ok_or_else(|| malformed("body is not JSON"))?;
+        let event_type = sdk::str_at(&body, &["type"])
+            .filter(|t| !t.is_empty())
+            .unwrap_or("untyped");
+        Ok(Parsed::Events(vec![Envelope {
+            event_id,
+            event_type: event_type.into(),
+            object_id: sdk::str_at(&body, &["data", "id"]).map(Into::into),
+            object_version: None,
+            created_at: None,
+            route: None,
+        }]))
+    }
+}

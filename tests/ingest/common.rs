@@ -1,0 +1,430 @@
+//! `spawn_app()` and signing helpers shared by the black-box tests.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use base64::Engine as _;
+use hmac::{Hmac, Mac};
+use sqlx::{Connection, PgConnection, PgPool};
+use tokio::sync::OnceCell;
+use wharf::clock::{FixedClock, SharedClock, SystemClock};
+use wharf::config::Config;
+use wharf::{Server, ServerOptions};
+
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("repo root")
+        .to_owned()
+}
+
+/// A built adapter component; the suite needs `cargo xtask adapters` first.
+pub fn adapter_file(rel: &str) -> PathBuf {
+    let path = repo_root().join("adapters/dist").join(rel);
+    assert!(
+        path.is_file(),
+        "{} missing: run `cargo xtask adapters` (or `cargo xtask test`)",
+        path.display()
+    );
+    path
+}
+
+pub fn vectors(name: &str) -> serde_json::Value {
+    let text =
+        std::fs::read_to_string(repo_root().join("tests/vectors").join(name)).expect("vector file");
+    serde_json::from_str(&text).expect("vector json")
+}
+
+/// The server that hosts every test's database.
+pub fn admin_database_url() -> String {
+    std::env::var("WHARF_TEST_DATABASE_URL")
+        .or_else(|_| std::env::var("DATABASE_URL"))
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+}
+
+fn database_url_for(name: &str) -> String {
+    let admin = admin_database_url();
+    let (base, _) = admin
+        .rsplit_once('/')
+        .expect("database url with a database name");
+    format!("{base}/{name}")
+}
+
+static SWEPT: OnceCell<()> = OnceCell::const_new();
+
+/// Creates an empty database for one test. The first call drops what earlier runs left.
+pub async fn fresh_database() -> String {
+    let mut admin = PgConnection::connect(&admin_database_url())
+        .await
+        .expect("Postgres must be running: see README (cargo xtask test starts it)");
+    SWEPT
+        .get_or_init(|| async {
+            let stale: Vec<String> = sqlx::query_scalar(
+                "SELECT datname FROM pg_database WHERE datname LIKE 'wharf\\_test\\_%'",
+            )
+            .fetch_all(&mut admin)
+            .await
+            .unwrap_or_default();
+            for name in stale {
+                let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))
+                    .execute(&mut admin)
+                    .await;
+            }
+        })
+        .await;
+    let name = format!("wharf_test_{}", uuid::Uuid::now_v7().simple());
+    sqlx::query(&format!("CREATE DATABASE \"{name}\""))
+        .execute(&mut admin)
+        .await
+        .expect("create database");
+    database_url_for(&name)
+}
+
+static TRACING: AtomicBool = AtomicBool::new(false);
+
+fn init_tracing() {
+    if !TRACING.swap(true, Ordering::SeqCst) {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| "info".into()),
+            )
+            .with_test_writer()
+            .try_init();
+    }
+}
+
+pub const STRIPE_SECRET: &str = "whsec_test_stripe_2026_11";
+pub const STRIPE_OLD_SECRET: &str = "whsec_test_stripe_2026_10";
+pub const GITHUB_SECRET: &str = "It's a Secret to Everybody";
+
+/// The default secrets file: the published vectors' secrets plus test ones.
+pub fn default_secrets() -> String {
+    format!(
+        r#"[[std]]
+version = "vec-1"
+value = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+[[std]]
+version = "vec-2"
+value = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD"
+
+[[stripe]]
+version = "2026-11"
+value = "{STRIPE_SECRET}"
+[[stripe]]
+version = "2026-10"
+value = "{STRIPE_OLD_SECRET}"
+expires_at = "2999-01-01T00:00:00Z"
+
+[[github]]
+version = "gh-1"
+value = "{GITHUB_SECRET}"
+"#
+    )
+}
+
+pub const DEFAULT_ENDPOINTS: &str = r#"
+[[endpoint]]
+id = "std"
+adapter = "standard-webhooks"
+secret = "std"
+
+[[endpoint]]
+id = "stripe"
+adapter = "stripe"
+secret = "stripe"
+
+[[endpoint]]
+id = "github"
+adapter = "github"
+secret = "github"
+"#;
+
+pub struct AppBuilder {
+    secrets: String,
+    endpoints: String,
+    extra: String,
+    adapters: Vec<&'static str>,
+    clock: Option<SharedClock>,
+    database_url: Option<String>,
+    max_body_bytes: u64,
+}
+
+pub fn app() -> AppBuilder {
+    AppBuilder {
+        secrets: default_secrets(),
+        endpoints: DEFAULT_ENDPOINTS.into(),
+        extra: String::new(),
+        adapters: vec!["standard-webhooks.wasm", "stripe.wasm", "github.wasm"],
+        clock: None,
+        database_url: None,
+        max_body_bytes: 1 << 20,
+    }
+}
+
+impl AppBuilder {
+    pub fn secrets(mut self, text: impl Into<String>) -> Self {
+        self.secrets = text.into();
+        self
+    }
+    pub fn endpoints(mut self, toml: impl Into<String>) -> Self {
+        self.endpoints.push_str(&toml.into());
+        self
+    }
+    pub fn adapter(mut self, rel: &'static str) -> Self {
+        self.adapters.push(rel);
+        self
+    }
+    pub fn clock(mut self, clock: SharedClock) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+    pub fn fixed_clock(self, unix: i64) -> Self {
+        self.clock(FixedClock::new(unix))
+    }
+    pub fn database_url(mut self, url: String) -> Self {
+        self.database_url = Some(url);
+        self
+    }
+    pub fn max_body_bytes(mut self, n: u64) -> Self {
+        self.max_body_bytes = n;
+        self
+    }
+    /// Extra TOML appended to the `[database]` table.
+    pub fn database_toml(mut self, extra: &str) -> Self {
+        self.extra.push_str(extra);
+        self
+    }
+
+    /// Writes the config into a temporary folder without starting anything.
+    pub async fn write(self) -> WrittenConfig {
+        init_tracing();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let adapters = dir.path().join("adapters");
+        std::fs::create_dir(&adapters).unwrap();
+        for rel in &self.adapters {
+            let src = adapter_file(rel);
+            std::fs::copy(&src, adapters.join(src.file_name().unwrap())).unwrap();
+        }
+        let secrets = dir.path().join("secrets.toml");
+        std::fs::write(&secrets, &self.secrets).unwrap();
+        let database_url = match self.database_url {
+            Some(url) => url,
+            None => fresh_database().await,
+        };
+        let cache = repo_root().join("target/wharf-test-cache");
+        let config = format!(
+            r#"[server]
+listen = "127.0.0.1:0"
+max_body_bytes = {max_body}
+
+[database]
+url = "{database_url}"
+{extra}
+
+[adapters]
+dir = "adapters"
+cache_dir = "{cache}"
+
+[secrets]
+file = "secrets.toml"
+{endpoints}"#,
+            max_body = self.max_body_bytes,
+            extra = self.extra,
+            cache = cache.display(),
+            endpoints = self.endpoints,
+        );
+        let config_path = dir.path().join("wharf.toml");
+        std::fs::write(&config_path, config).unwrap();
+        WrittenConfig {
+            dir,
+            config_path,
+            secrets_path: secrets,
+            database_url,
+            clock: self.clock,
+        }
+    }
+
+    pub async fn spawn(self) -> TestApp {
+        self.write().await.spawn().await
+    }
+}
+
+pub struct WrittenConfig {
+    pub dir: tempfile::TempDir,
+    pub config_path: PathBuf,
+    pub secrets_path: PathBuf,
+    pub database_url: String,
+    clock: Option<SharedClock>,
+}
+
+impl WrittenConfig {
+    pub async fn spawn(self) -> TestApp {
+        let config = Config::load(&self.config_path).expect("valid config");
+        let clock = self.clock.clone().unwrap_or_else(|| Arc::new(SystemClock));
+        let server = Server::start(config, ServerOptions { clock })
+            .await
+            .expect("server starts");
+        let db = PgPool::connect(&self.database_url)
+            .await
+            .expect("test pool");
+        TestApp {
+            base: format!("http://{}", server.addr),
+            addr: server.addr,
+            client: reqwest::Client::new(),
+            db,
+            server: Some(server),
+            config: self,
+        }
+    }
+}
+
+pub struct TestApp {
+    pub base: String,
+    pub addr: std::net::SocketAddr,
+    pub client: reqwest::Client,
+    pub db: PgPool,
+    pub server: Option<Server>,
+    pub config: WrittenConfig,
+}
+
+/// An answer, read whole.
+#[derive(Debug)]
+pub struct Answer {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub json: serde_json::Value,
+}
+
+impl Answer {
+    pub fn code(&self) -> &str {
+        self.json["error"]
+            .as_str()
+            .or(self.json["status"].as_str())
+            .unwrap_or("")
+    }
+}
+
+impl TestApp {
+    pub async fn post(
+        &self,
+        endpoint: &str,
+        headers: &[(&str, &str)],
+        body: impl Into<Vec<u8>>,
+    ) -> Answer {
+        post(&self.client, &self.base, endpoint, headers, body.into()).await
+    }
+
+    pub async fn count(&self, table: &str) -> i64 {
+        sqlx::query_scalar(&format!("SELECT count(*) FROM {table}"))
+            .fetch_one(&self.db)
+            .await
+            .unwrap()
+    }
+
+    pub async fn shutdown(mut self) {
+        if let Some(server) = self.server.take() {
+            server.shutdown().await.expect("clean shutdown");
+        }
+    }
+}
+
+pub async fn post(
+    client: &reqwest::Client,
+    base: &str,
+    endpoint: &str,
+    headers: &[(&str, &str)],
+    body: Vec<u8>,
+) -> Answer {
+    let mut request = client
+        .post(format!("{base}/webhooks/{endpoint}"))
+        .body(body);
+    for (k, v) in headers {
+        request = request.header(*k, *v);
+    }
+    let response = request.send().await.expect("request sent");
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let bytes = response.bytes().await.expect("body");
+    let json = serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null);
+    Answer {
+        status,
+        headers,
+        json,
+    }
+}
+
+pub fn hmac_sha256(key: &[u8], message: &[u8]) -> Vec<u8> {
+    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(key).unwrap();
+    mac.update(message);
+    mac.finalize().into_bytes().to_vec()
+}
+
+pub fn now() -> i64 {
+    time::OffsetDateTime::now_utc().unix_timestamp()
+}
+
+/// A Stripe-style `Stripe-Signature` header for `body` at `t` under `secret`.
+pub fn stripe_header(secret: &str, t: i64, body: &[u8]) -> String {
+    let mut message = format!("{t}.").into_bytes();
+    message.extend_from_slice(body);
+    format!(
+        "t={t},v1={}",
+        hex::encode(hmac_sha256(secret.as_bytes(), &message))
+    )
+}
+
+pub fn stripe_event(id: &str) -> String {
+    format!(
+        r#"{{"id":"{id}","object":"event","type":"payment_intent.succeeded","created":1764480000,"data":{{"object":{{"id":"pi_123","object":"payment_intent","amount":2000}}}}}}"#
+    )
+}
+
+/// A freshly signed Stripe request: (headers, body).
+pub fn signed_stripe(id: &str) -> (Vec<(String, String)>, String) {
+    let body = stripe_event(id);
+    let header = stripe_header(STRIPE_SECRET, now(), body.as_bytes());
+    (
+        vec![
+            ("stripe-signature".into(), header),
+            ("content-type".into(), "application/json".into()),
+        ],
+        body,
+    )
+}
+
+pub fn github_headers(body: &[u8], delivery: &str) -> Vec<(String, String)> {
+    vec![
+        (
+            "x-hub-signature-256".into(),
+            format!(
+                "sha256={}",
+                hex::encode(hmac_sha256(GITHUB_SECRET.as_bytes(), body))
+            ),
+        ),
+        ("x-github-delivery".into(), delivery.into()),
+        ("x-github-event".into(), "push".into()),
+    ]
+}
+
+pub fn standard_signature(secret: &str, id: &str, ts: i64, body: &[u8]) -> String {
+    let key = base64::engine::general_purpose::STANDARD
+        .decode(secret.trim_start_matches("whsec_"))
+        .unwrap();
+    let mut message = format!("{id}.{ts}.").into_bytes();
+    message.extend_from_slice(body);
+    format!(
+        "v1,{}",
+        base64::engine::general_purpose::STANDARD.encode(hmac_sha256(&key, &message))
+    )
+}
+
+pub fn refs(headers: &[(String, String)]) -> Vec<(&str, &str)> {
+    headers
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect()
+}

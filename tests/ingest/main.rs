@@ -1,0 +1,12 @@
+//! Black-box tests of the ingest pipeline: raw HTTP bytes in, Postgres rows out.
+//! Every test starts the host on port 0 against a fresh database with migrations applied,
+//! and real adapter components built by `cargo xtask adapters`.
+
+mod common;
+
+mod concurrency;
+mod limits;
+mod outage;
+mod sandbox;
+mod secrets;
+mod vectors;

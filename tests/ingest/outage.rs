@@ -1,0 +1,163 @@
+//! The database cut mid-run behind a TCP proxy: 503 with Retry-After and never a 2xx while it
+//! is down, 503 within two seconds when it hangs, and recovery without a restart.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
+
+use crate::common::*;
+
+const UP: u8 = 0;
+const CUT: u8 = 1;
+const HANG: u8 = 2;
+
+/// A TCP proxy in front of Postgres that the test can cut (close every connection and refuse
+/// new ones) or hang (accept and forward nothing).
+struct Proxy {
+    port: u16,
+    mode: Arc<AtomicU8>,
+    generation: Arc<tokio::sync::watch::Sender<u64>>,
+    stop: CancellationToken,
+}
+
+impl Proxy {
+    async fn start(upstream: String) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let mode = Arc::new(AtomicU8::new(UP));
+        let (generation, _) = tokio::sync::watch::channel(0u64);
+        let generation = Arc::new(generation);
+        let stop = CancellationToken::new();
+        let (m, g, s) = (Arc::clone(&mode), Arc::clone(&generation), stop.clone());
+        tokio::spawn(async move {
+            loop {
+                let (client, _) = tokio::select! {
+                    _ = s.cancelled() => return,
+                    accepted = listener.accept() => accepted.unwrap(),
+                };
+                match m.load(Ordering::SeqCst) {
+                    CUT => drop(client),
+                    HANG => {
+                        // Hold the socket open, forward nothing, until the mode changes.
+                        let mut changed = g.subscribe();
+                        tokio::spawn(async move {
+                            let _ = changed.changed().await;
+                            drop(client);
+                        });
+                    }
+                    _ => {
+                        let upstream = upstream.clone();
+                        let mut changed = g.subscribe();
+                        tokio::spawn(async move {
+                            let Ok(mut server) = TcpStream::connect(&upstream).await else {
+                                return;
+                            };
+                            let mut client = client;
+                            tokio::select! {
+                                _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+                                _ = changed.changed() => {}
+                            }
+                        });
+                    }
+                }
+            }
+        });
+        Self {
+            port,
+            mode,
+            generation,
+            stop,
+        }
+    }
+
+    fn set(&self, mode: u8) {
+        self.mode.store(mode, Ordering::SeqCst);
+        // Every open connection ends at a mode change, like a network cut or a failover.
+        self.generation.send_modify(|g| *g += 1);
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+#[tokio::test]
+async fn database_cut_mid_run_answers_503_and_recovers_without_restart() {
+    let real = fresh_database().await;
+    let (prefix, rest) = real.split_once("@").unwrap();
+    let (hostport, dbname) = rest.split_once('/').unwrap();
+    let proxy = Proxy::start(hostport.to_owned()).await;
+    let via_proxy = format!("{prefix}@127.0.0.1:{}/{dbname}", proxy.port);
+    let app = app().database_url(via_proxy).spawn().await;
+    let db = sqlx::PgPool::connect(&real).await.unwrap();
+
+    let (headers, body) = signed_stripe("evt_before");
+    assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
+
+    proxy.set(CUT);
+    for i in 0..20 {
+        let (headers, body) = signed_stripe(&format!("evt_during_{i}"));
+        let answer = app.post("stripe", &refs(&headers), body).await;
+        assert_eq!(
+            (answer.status, answer.code()),
+            (503, "storage_unavailable"),
+            "request {i}: {answer:?}"
+        );
+        assert_eq!(answer.headers["retry-after"], "5");
+    }
+
+    proxy.set(HANG);
+    let started = Instant::now();
+    let (headers, body) = signed_stripe("evt_hang");
+    let answer = app.post("stripe", &refs(&headers), body).await;
+    assert_eq!(
+        (answer.status, answer.code()),
+        (503, "storage_unavailable"),
+        "{answer:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "503 took {:?}",
+        started.elapsed()
+    );
+
+    proxy.set(UP);
+    // The provider retries what was refused; it converges once the database is back.
+    let mut recovered = false;
+    for _ in 0..50 {
+        let (headers, body) = signed_stripe("evt_during_0");
+        let answer = app.post("stripe", &refs(&headers), body).await;
+        assert!(answer.status == 200 || answer.status == 503, "{answer:?}");
+        if answer.status == 200 {
+            recovered = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(recovered, "the receiver recovers without a restart");
+    let (headers, body) = signed_stripe("evt_during_0");
+    assert_eq!(
+        app.post("stripe", &refs(&headers), body).await.code(),
+        "duplicate"
+    );
+    let rows: Vec<String> =
+        sqlx::query_scalar("SELECT provider_event_id FROM webhook_inbox ORDER BY 1")
+            .fetch_all(&db)
+            .await
+            .unwrap();
+    assert_eq!(
+        rows,
+        ["evt_before", "evt_during_0"],
+        "nothing refused was stored, nothing acknowledged lost"
+    );
+    let outbox: i64 = sqlx::query_scalar("SELECT count(*) FROM webhook_outbox")
+        .fetch_one(&db)
+        .await
+        .unwrap();
+    assert_eq!(outbox, 2);
+}
