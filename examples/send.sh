@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Sends signed sample webhooks to a running Wharf (default http://127.0.0.1:8080), using the
+# demo secrets in examples/secrets.toml. Needs curl and openssl.
+#   examples/send.sh stripe|github|svix|all [BASE_URL]
+set -euo pipefail
+what=${1:-all}
+base=${2:-http://127.0.0.1:8080}
+now=$(date +%s)
+
+hmac_hex() { printf '%s' "$2" | openssl dgst -sha256 -hmac "$1" -binary | od -An -vtx1 | tr -d ' \n'; }
+hmac_b64_keyhex() { printf '%s' "$2" | openssl dgst -sha256 -mac HMAC -macopt "hexkey:$1" -binary | base64; }
+
+stripe() {
+  local id="evt_demo_$now"
+  local body='{"id":"'"$id"'","object":"event","type":"payment_intent.succeeded","created":'"$now"',"data":{"object":{"id":"pi_demo","object":"payment_intent","amount":2000}}}'
+  local sig; sig=$(hmac_hex "whsec_demo_stripe_current" "$now.$body")
+  echo "stripe: $id"
+  curl -sS -X POST "$base/webhooks/stripe-demo" -H 'content-type: application/json' \
+    -H "stripe-signature: t=$now,v1=$sig" --data-binary "$body"; echo
+}
+
+github() {
+  # The published GitHub vector: no timestamp is signed, so it is valid at any time.
+  echo "github: published vector"
+  curl -sS -X POST "$base/webhooks/github-demo" \
+    -H 'x-hub-signature-256: sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17' \
+    -H "x-github-delivery: demo-$now" -H 'x-github-event: ping' --data-binary 'Hello, World!'; echo
+}
+
+svix() {
+  local id="msg_demo_$now"
+  local body='{"type":"invoice.paid","data":{"id":"inv_demo"}}'
+  local key; key=$(printf '%s' "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw" | base64 -d | od -An -vtx1 | tr -d ' \n')
+  local sig; sig=$(hmac_b64_keyhex "$key" "$id.$now.$body")
+  echo "svix: $id"
+  curl -sS -X POST "$base/webhooks/svix-demo" -H 'content-type: application/json' \
+    -H "svix-id: $id" -H "svix-timestamp: $now" -H "svix-signature: v1,$sig" --data-binary "$body"; echo
+}
+
+case "$what" in
+  stripe) stripe ;;
+  github) github ;;
+  svix) svix ;;
+  all) stripe; github; svix ;;
+  *) echo "usage: $0 stripe|github|svix|all [BASE_URL]" >&2; exit 2 ;;
+esac
