@@ -108,13 +108,17 @@ async fn a_50_mib_chunked_body_is_cut_off_while_streaming() {
     let chunk = vec![b'a'; 1 << 20];
     let mut sent = 0usize;
     let mut refused_early = false;
+    let framed = [format!("{:x}\r\n", chunk.len()).as_bytes(), &chunk, b"\r\n"].concat();
     for _ in 0..50 {
-        let framed = [format!("{:x}\r\n", chunk.len()).as_bytes(), &chunk, b"\r\n"].concat();
-        if stream.write_all(&framed).await.is_err() {
-            refused_early = true;
-            break;
+        // A server that stopped reading without closing would block this write: time it out.
+        match tokio::time::timeout(Duration::from_secs(10), stream.write_all(&framed)).await {
+            Ok(Ok(())) => sent += chunk.len(),
+            Ok(Err(_)) => {
+                refused_early = true;
+                break;
+            }
+            Err(_) => panic!("the server neither read nor closed after {sent} bytes"),
         }
-        sent += chunk.len();
     }
     let mut answer = vec![0u8; 1024];
     let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut answer))

@@ -4,6 +4,7 @@
 
 mod common;
 
+mod cli;
 mod concurrency;
 mod limits;
 mod outage;

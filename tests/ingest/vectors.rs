@@ -590,3 +590,39 @@ async fn verified_but_unparseable_body_is_malformed() {
     assert_eq!((answer.status, answer.code()), (400, "malformed"));
     assert_eq!(app.count("webhook_inbox").await, 0);
 }
+
+#[tokio::test]
+async fn an_endpoint_may_tighten_the_tolerance() {
+    let t = 1_764_480_000;
+    let strict = "\n[[endpoint]]\nid = \"stripe-strict\"\nadapter = \"stripe\"\nsecret = \"stripe\"\ntolerance_secs = 10\nfuture_tolerance_secs = 0\n";
+    let app = app().endpoints(strict).fixed_clock(t + 20).spawn().await;
+    let body = stripe_event("evt_tolerance");
+    let header = stripe_header(STRIPE_SECRET, t, body.as_bytes());
+    let answer = app
+        .post(
+            "stripe-strict",
+            &[("stripe-signature", header.as_str())],
+            body.as_str(),
+        )
+        .await;
+    assert_eq!((answer.status, answer.code()), (401, "stale_timestamp"));
+    // The adapter's own 300 s applies on the default endpoint.
+    let answer = app
+        .post(
+            "stripe",
+            &[("stripe-signature", header.as_str())],
+            body.as_str(),
+        )
+        .await;
+    assert_eq!(answer.status, 200);
+    // No future skew at all on the strict endpoint.
+    let ahead = stripe_header(STRIPE_SECRET, t + 21, body.as_bytes());
+    let answer = app
+        .post(
+            "stripe-strict",
+            &[("stripe-signature", ahead.as_str())],
+            body.as_str(),
+        )
+        .await;
+    assert_eq!((answer.status, answer.code()), (401, "stale_timestamp"));
+}

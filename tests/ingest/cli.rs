@@ -1,0 +1,82 @@
+//! The `wharf` binary's commands, run as a user would.
+
+use std::process::Command;
+
+use crate::common::*;
+
+fn wharf(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_wharf"))
+        .args(args)
+        .env_remove("WHARF_DATABASE_URL")
+        .env_remove("DATABASE_URL")
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("wharf runs")
+}
+
+#[tokio::test]
+async fn migrate_creates_the_tables() {
+    let written = app()
+        .database_toml("migrate_on_start = false")
+        .write()
+        .await;
+    let out = wharf(&["migrate", "--config", written.config_path.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let db = sqlx::PgPool::connect(&written.database_url).await.unwrap();
+    let tables: Vec<String> = sqlx::query_scalar(
+        "SELECT table_name::text FROM information_schema.tables WHERE table_schema = 'public' AND table_name LIKE 'webhook%' ORDER BY 1",
+    )
+    .fetch_all(&db)
+    .await
+    .unwrap();
+    assert_eq!(
+        tables,
+        ["webhook_inbox", "webhook_outbox", "webhook_payloads"]
+    );
+}
+
+#[test]
+fn adapter_check_prints_the_description() {
+    let out = wharf(&[
+        "adapter",
+        "check",
+        adapter_file("stripe.wasm").to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let info: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(info["name"], "stripe");
+    assert_eq!(info["algorithm"], "hmac-sha256");
+    assert_eq!(info["tolerance_past_secs"], 300);
+
+    let garbage = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(garbage.path(), b"\0asm not really").unwrap();
+    let out = wharf(&["adapter", "check", garbage.path().to_str().unwrap()]);
+    assert!(!out.status.success());
+}
+
+#[tokio::test]
+async fn invalid_configs_stop_at_start_with_a_reason() {
+    let written = app()
+        .endpoints("\n[[endpoint]]\nid = \"x\"\nadapter = \"stripe\"\nsecret = \"no-such-set\"\n")
+        .write()
+        .await;
+    let out = wharf(&["serve", "--config", written.config_path.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no-such-set"));
+
+    let written = app()
+        .endpoints("\n[[endpoint]]\nid = \"std\"\nadapter = \"stripe\"\nsecret = \"stripe\"\n")
+        .write()
+        .await;
+    let out = wharf(&["serve", "--config", written.config_path.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("used twice"));
+}
