@@ -84,6 +84,8 @@ pub struct AdaptersConfig {
     pub call_timeout_ms: u64,
     #[serde(default = "default_concurrency")]
     pub max_concurrency: u32,
+    /// Threads that run adapter code (default: one per core), apart from those serving HTTP.
+    pub threads: Option<usize>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -242,11 +244,13 @@ impl Config {
     }
 
     pub fn sandbox_limits(&self) -> SandboxLimits {
+        let defaults = SandboxLimits::default();
         SandboxLimits {
             memory_bytes: self.adapters.memory_mib << 20,
             call_timeout: Duration::from_millis(self.adapters.call_timeout_ms),
             max_concurrency: self.adapters.max_concurrency,
-            ..SandboxLimits::default()
+            threads: self.adapters.threads.unwrap_or(defaults.threads),
+            ..defaults
         }
     }
 

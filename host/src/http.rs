@@ -44,14 +44,16 @@ pub fn admin_router(state: HttpState) -> Router {
         .with_state(state)
 }
 
+/// Ready when the database answers and the secrets file is readable.
 async fn ready(State(state): State<HttpState>) -> Response {
-    match state.ingest.store().ping().await {
-        Ok(()) => (StatusCode::OK, "ready").into_response(),
-        Err(e) => {
-            tracing::warn!(error = %e, "not ready");
-            (StatusCode::SERVICE_UNAVAILABLE, "database unavailable").into_response()
-        }
+    if let Err(e) = state.ingest.store().ping().await {
+        tracing::warn!(error = %e, "not ready: database");
+        return (StatusCode::SERVICE_UNAVAILABLE, "database unavailable").into_response();
     }
+    if state.ingest.secrets_readable().is_err() {
+        return (StatusCode::SERVICE_UNAVAILABLE, "secrets file unreadable").into_response();
+    }
+    (StatusCode::OK, "ready").into_response()
 }
 
 async fn method_not_allowed() -> Response {
@@ -107,20 +109,33 @@ async fn receive(
         Err(e) => (error_code(e).1, None),
     };
     let cause = result.as_ref().err().and_then(internal_cause);
-    tracing::info!(
-        target: "wharf::request",
-        endpoint = %endpoint_id,
-        outcome,
-        status = response.status().as_u16(),
-        latency_us = started.elapsed().as_micros() as u64,
-        adapter = facts.adapter.as_deref().unwrap_or(""),
-        adapter_version = facts.adapter_version.as_deref().unwrap_or(""),
-        secret_version = facts.secret_version.as_deref().unwrap_or(""),
-        event_id = facts.event_id.as_deref().unwrap_or(""),
-        inbox_id = inbox_id.as_deref().unwrap_or(""),
-        cause = cause.as_deref().unwrap_or(""),
-        "webhook"
-    );
+    let status = response.status().as_u16();
+    let latency_us = started.elapsed().as_micros() as u64;
+    // One line per request; 5xx at WARN so operators see sandbox, secret and storage trouble.
+    macro_rules! request_line {
+        ($level:expr) => {
+            tracing::event!(
+                target: "wharf::request",
+                $level,
+                endpoint = %endpoint_id,
+                outcome,
+                status,
+                latency_us,
+                adapter = facts.adapter.as_deref().unwrap_or(""),
+                adapter_version = facts.adapter_version.as_deref().unwrap_or(""),
+                secret_version = facts.secret_version.as_deref().unwrap_or(""),
+                event_id = facts.event_id.as_deref().unwrap_or(""),
+                inbox_id = inbox_id.as_deref().unwrap_or(""),
+                cause = cause.as_deref().unwrap_or(""),
+                "webhook"
+            )
+        };
+    }
+    if status >= 500 {
+        request_line!(tracing::Level::WARN);
+    } else {
+        request_line!(tracing::Level::INFO);
+    }
     response
 }
 

@@ -119,6 +119,14 @@ impl Ingest {
         &self.store
     }
 
+    /// Whether the secrets file was last read successfully.
+    pub fn secrets_readable(&self) -> Result<(), String> {
+        match &*self.secrets.current() {
+            Ok(_) => Ok(()),
+            Err(e) => Err(e.clone()),
+        }
+    }
+
     pub fn adapters(&self) -> Arc<AdapterSet> {
         self.adapters.load_full()
     }

@@ -52,6 +52,8 @@ pub struct SandboxLimits {
     pub max_concurrency: u32,
     /// Upper bound on what a `prepare` or `parse` result may hold (literals, signatures, ids).
     pub max_result_bytes: usize,
+    /// Threads that run guest code, apart from the threads serving HTTP and the database.
+    pub threads: usize,
 }
 
 impl Default for SandboxLimits {
@@ -61,6 +63,7 @@ impl Default for SandboxLimits {
             call_timeout: Duration::from_millis(100),
             max_concurrency: 64,
             max_result_bytes: 256 << 10,
+            threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
         }
     }
 }
@@ -194,6 +197,18 @@ pub struct Sandbox {
     limits: SandboxLimits,
     permits: Arc<Semaphore>,
     cache_dir: Option<PathBuf>,
+    /// Guest code runs here, never on the runtime serving HTTP and Postgres: a bulkhead, so a
+    /// burst of spinning adapters slows other adapters' calls, not acknowledgements or commits.
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        // Dropping a runtime blocks, which is not allowed inside another runtime.
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
 }
 
 impl Sandbox {
@@ -236,12 +251,17 @@ impl Sandbox {
         bindings::Adapter::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         let permits = Arc::new(Semaphore::new(n as usize));
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(limits.threads.max(1))
+            .thread_name("wharf-wasm")
+            .build()?;
         Ok(Arc::new(Self {
             engine,
             linker,
             limits,
             permits,
             cache_dir,
+            runtime: Some(runtime),
         }))
     }
 
@@ -526,92 +546,124 @@ impl LoadedAdapter {
         Ok(())
     }
 
-    /// One call in a fresh store: bounded memory, epoch deadline, captured stderr.
+    /// One call in a fresh store on the sandbox's own threads.
     async fn call<R, F>(&self, req: Option<RequestView>, f: F) -> Result<R, AdapterFailure>
     where
+        R: Send + 'static,
         F: for<'a> FnOnce(
-            &'a bindings::Adapter,
-            &'a mut Store<GuestState>,
-            Option<Resource<RequestView>>,
-        ) -> std::pin::Pin<
-            Box<dyn Future<Output = wasmtime::Result<R>> + Send + 'a>,
-        >,
+                &'a bindings::Adapter,
+                &'a mut Store<GuestState>,
+                Option<Resource<RequestView>>,
+            ) -> std::pin::Pin<
+                Box<dyn Future<Output = wasmtime::Result<R>> + Send + 'a>,
+            > + Send
+            + 'static,
     {
-        let sandbox = &self.sandbox;
-        // Never more instances at once than the pool holds: waiting here beats failing there.
-        let _permit = sandbox
-            .permits
-            .acquire()
+        let sandbox = Arc::clone(&self.sandbox);
+        let pre = self.pre.clone();
+        self.sandbox
+            .runtime
+            .as_ref()
+            .expect("runtime lives as long as the sandbox")
+            .spawn(async move { run_call(&sandbox, &pre, req, f).await })
             .await
-            .expect("semaphore never closed");
-        let stderr = MemoryOutputPipe::new(STDERR_CAPTURE_BYTES);
-        let wasi = WasiCtx::builder()
-            .stderr(stderr.clone())
-            .wall_clock(NoClock)
-            .monotonic_clock(NoClock)
-            .build();
-        let limits = StoreLimitsBuilder::new()
-            .memory_size(sandbox.limits.memory_bytes)
-            .build();
-        let mut store = Store::new(
-            &sandbox.engine,
-            GuestState {
-                table: ResourceTable::new(),
-                wasi,
-                limits,
-            },
-        );
-        store.limiter(|s| &mut s.limits);
-        // Every tick the guest yields to the executor, so a spinning adapter cannot starve the
-        // requests (and commits) sharing its worker thread; after the budget it is interrupted.
-        let mut ticks_left = sandbox
-            .limits
-            .call_timeout
-            .as_millis()
-            .div_ceil(EPOCH_TICK.as_millis())
-            .max(1);
-        store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(move |_| {
-            ticks_left -= 1;
-            Ok(if ticks_left == 0 {
-                UpdateDeadline::Interrupt
-            } else {
-                UpdateDeadline::Yield(1)
+            .unwrap_or_else(|e| {
+                Err(AdapterFailure::Trap {
+                    trap: format!("sandbox task ended: {e}"),
+                    stderr: String::new(),
+                })
             })
-        });
-
-        let req = match req {
-            Some(r) => Some(
-                store
-                    .data_mut()
-                    .table
-                    .push(r)
-                    .map_err(|e| AdapterFailure::Trap {
-                        trap: e.to_string(),
-                        stderr: String::new(),
-                    })?,
-            ),
-            None => None,
-        };
-        let result = match self.pre.instantiate_async(&mut store).await {
-            Ok(adapter) => f(&adapter, &mut store, req).await,
-            Err(e) => Err(e),
-        };
-        result.map_err(|e| {
-            if matches!(e.downcast_ref::<Trap>(), Some(Trap::Interrupt)) {
-                return AdapterFailure::Timeout;
-            }
-            let captured = stderr.contents();
-            let captured =
-                String::from_utf8_lossy(&captured[..captured.len().min(STDERR_CAPTURE_BYTES)]);
-            let trap = match e.downcast_ref::<Trap>() {
-                Some(trap) => trap.to_string(),
-                None => e.to_string(),
-            };
-            AdapterFailure::Trap {
-                trap,
-                stderr: captured.trim().to_owned(),
-            }
-        })
     }
+}
+
+/// Bounded memory, epoch deadline, captured stderr; a trapped store is dropped with the call.
+async fn run_call<R, F>(
+    sandbox: &Sandbox,
+    pre: &bindings::AdapterPre<GuestState>,
+    req: Option<RequestView>,
+    f: F,
+) -> Result<R, AdapterFailure>
+where
+    F: for<'a> FnOnce(
+        &'a bindings::Adapter,
+        &'a mut Store<GuestState>,
+        Option<Resource<RequestView>>,
+    )
+        -> std::pin::Pin<Box<dyn Future<Output = wasmtime::Result<R>> + Send + 'a>>,
+{
+    // Never more instances at once than the pool holds: waiting here beats failing there.
+    let _permit = sandbox
+        .permits
+        .acquire()
+        .await
+        .expect("semaphore never closed");
+    let stderr = MemoryOutputPipe::new(STDERR_CAPTURE_BYTES);
+    let wasi = WasiCtx::builder()
+        .stderr(stderr.clone())
+        .wall_clock(NoClock)
+        .monotonic_clock(NoClock)
+        .build();
+    let limits = StoreLimitsBuilder::new()
+        .memory_size(sandbox.limits.memory_bytes)
+        .build();
+    let mut store = Store::new(
+        &sandbox.engine,
+        GuestState {
+            table: ResourceTable::new(),
+            wasi,
+            limits,
+        },
+    );
+    store.limiter(|s| &mut s.limits);
+    // Every tick the guest yields to the executor, so a spinning adapter cannot starve the
+    // requests (and commits) sharing its worker thread; after the budget it is interrupted.
+    let mut ticks_left = sandbox
+        .limits
+        .call_timeout
+        .as_millis()
+        .div_ceil(EPOCH_TICK.as_millis())
+        .max(1);
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(move |_| {
+        ticks_left -= 1;
+        Ok(if ticks_left == 0 {
+            UpdateDeadline::Interrupt
+        } else {
+            UpdateDeadline::Yield(1)
+        })
+    });
+
+    let req = match req {
+        Some(r) => Some(
+            store
+                .data_mut()
+                .table
+                .push(r)
+                .map_err(|e| AdapterFailure::Trap {
+                    trap: e.to_string(),
+                    stderr: String::new(),
+                })?,
+        ),
+        None => None,
+    };
+    let result = match pre.instantiate_async(&mut store).await {
+        Ok(adapter) => f(&adapter, &mut store, req).await,
+        Err(e) => Err(e),
+    };
+    result.map_err(|e| {
+        if matches!(e.downcast_ref::<Trap>(), Some(Trap::Interrupt)) {
+            return AdapterFailure::Timeout;
+        }
+        let captured = stderr.contents();
+        let captured =
+            String::from_utf8_lossy(&captured[..captured.len().min(STDERR_CAPTURE_BYTES)]);
+        let trap = match e.downcast_ref::<Trap>() {
+            Some(trap) => trap.to_string(),
+            None => e.to_string(),
+        };
+        AdapterFailure::Trap {
+            trap,
+            stderr: captured.trim().to_owned(),
+        }
+    })
 }

@@ -219,6 +219,7 @@ impl AppBuilder {
         let config = format!(
             r#"[server]
 listen = "127.0.0.1:0"
+admin_listen = "127.0.0.1:0"
 max_body_bytes = {max_body}
 
 [database]
@@ -272,6 +273,7 @@ impl WrittenConfig {
             .await
             .expect("test pool");
         TestApp {
+            admin: format!("http://{}", server.admin_addr.expect("admin listener")),
             base: format!("http://{}", server.addr),
             addr: server.addr,
             client: reqwest::Client::new(),
@@ -284,6 +286,8 @@ impl WrittenConfig {
 
 pub struct TestApp {
     pub base: String,
+    /// The admin listener: `/healthz`, `/readyz`.
+    pub admin: String,
     pub addr: std::net::SocketAddr,
     pub client: reqwest::Client,
     pub db: PgPool,
@@ -316,6 +320,17 @@ impl TestApp {
         body: impl Into<Vec<u8>>,
     ) -> Answer {
         post(&self.client, &self.base, endpoint, headers, body.into()).await
+    }
+
+    /// The status of `/readyz`.
+    pub async fn readiness(&self) -> u16 {
+        let response = self
+            .client
+            .get(format!("{}/readyz", self.admin))
+            .send()
+            .await
+            .expect("admin answers");
+        response.status().as_u16()
     }
 
     pub async fn count(&self, table: &str) -> i64 {

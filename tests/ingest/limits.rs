@@ -185,6 +185,14 @@ async fn too_many_or_too_large_headers_are_431() {
 #[tokio::test]
 async fn routing_methods_and_media_types() {
     let app = app().spawn().await;
+    let health = app
+        .client
+        .get(format!("{}/healthz", app.admin))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status().as_u16(), 200);
+    assert_eq!(app.readiness().await, 200);
     let answer = app.post("nope", &[], "{}").await;
     assert_eq!((answer.status, answer.code()), (404, "unknown_endpoint"));
     let response = app

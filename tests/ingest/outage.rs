@@ -111,6 +111,12 @@ async fn database_cut_mid_run_answers_503_and_recovers_without_restart() {
         assert_eq!(answer.headers["retry-after"], "5");
     }
 
+    assert_eq!(
+        app.readiness().await,
+        503,
+        "not ready while the database is cut"
+    );
+
     proxy.set(HANG);
     let started = Instant::now();
     let (headers, body) = signed_stripe("evt_hang");
@@ -140,6 +146,7 @@ async fn database_cut_mid_run_answers_503_and_recovers_without_restart() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     assert!(recovered, "the receiver recovers without a restart");
+    assert_eq!(app.readiness().await, 200);
     let (headers, body) = signed_stripe("evt_during_0");
     assert_eq!(
         app.post("stripe", &refs(&headers), body).await.code(),

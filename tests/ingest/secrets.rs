@@ -191,6 +191,11 @@ async fn an_unreadable_secrets_file_fails_closed_until_fixed() {
         assert_eq!((answer.status, answer.code()), (503, "secrets_unavailable"));
     }
     assert_eq!(app.count("webhook_inbox").await, before);
+    assert_eq!(
+        app.readiness().await,
+        503,
+        "not ready while the secrets file is unreadable"
+    );
     std::fs::write(&file, good).unwrap();
     let open = eventually(async || {
         let (header, body) = signed_with(STRIPE_SECRET, "evt_closed");
@@ -201,4 +206,5 @@ async fn an_unreadable_secrets_file_fails_closed_until_fixed() {
     })
     .await;
     assert!(open, "fixing the file restores service without a restart");
+    assert_eq!(app.readiness().await, 200);
 }
