@@ -176,7 +176,13 @@ async fn handle(
     };
     state
         .ingest
-        .process(&admitted, Arc::new(headers), query, body, facts)
+        .process(
+            &admitted,
+            Arc::new(headers),
+            query.map(str::to_owned),
+            body,
+            facts,
+        )
         .await
 }
 

@@ -77,7 +77,14 @@ pub struct RequestFacts {
     pub event_id: Option<String>,
 }
 
+/// What steps 4 to 7 decided: answer now, or accept these events.
+enum Verified {
+    Done(Outcome),
+    Accept(Submission),
+}
+
 /// An endpoint resolved for one request: its settings, adapter and body limit.
+#[derive(Clone)]
 pub struct Admitted {
     pub endpoint: Arc<EndpointConfig>,
     pub adapter: Arc<LoadedAdapter>,
@@ -171,13 +178,47 @@ impl Ingest {
 
     /// Steps 4 to 8 on the exact raw bytes.
     pub async fn process(
+        self: &Arc<Self>,
+        admitted: &Admitted,
+        headers: Arc<http::HeaderMap>,
+        query: Option<String>,
+        body: Bytes,
+        facts: &mut RequestFacts,
+    ) -> Result<Outcome, IngestError> {
+        // Steps 4 to 7 are CPU work (guest calls, MACs): one hop to the sandbox's threads runs
+        // them all, off the runtime that serves HTTP and commits.
+        let this = Arc::clone(self);
+        let job = admitted.clone();
+        let (verified, job_facts) = admitted
+            .adapter
+            .on_sandbox(async move {
+                let mut facts = RequestFacts::default();
+                let verified = this
+                    .verify_and_parse(&job, headers, query.as_deref(), body, &mut facts)
+                    .await;
+                (verified, facts)
+            })
+            .await
+            .map_err(IngestError::from)?;
+        *facts = job_facts;
+        match verified? {
+            Verified::Done(outcome) => Ok(outcome),
+            // 8. One transaction; the answer waits for the commit.
+            Verified::Accept(submission) => {
+                Ok(Outcome::Stored(self.store.accept(&submission).await?))
+            }
+        }
+    }
+
+    /// Steps 4 to 7: what is signed, verification, freshness, and what the verified body means.
+    async fn verify_and_parse(
         &self,
         admitted: &Admitted,
         headers: Arc<http::HeaderMap>,
         query: Option<&str>,
         body: Bytes,
         facts: &mut RequestFacts,
-    ) -> Result<Outcome, IngestError> {
+    ) -> Result<Verified, IngestError> {
         let Admitted {
             endpoint, adapter, ..
         } = admitted;
@@ -246,7 +287,7 @@ impl Ingest {
                         "invalid handshake answer".into(),
                     ));
                 }
-                return Ok(Outcome::Handshake(h));
+                return Ok(Verified::Done(Outcome::Handshake(h)));
             }
             Parsed::Events(envelopes) if envelopes.is_empty() => {
                 return Err(IngestError::Malformed("no events in the body".into()));
@@ -266,23 +307,21 @@ impl Ingest {
             .map(|e| to_event(&adapter.info.name, &endpoint.id, e))
             .collect::<Result<Vec<_>, _>>()?;
 
-        // 8. One transaction; the answer waits for the commit.
-        let submission = Submission {
+        Ok(Verified::Accept(Submission {
             payload: body.clone(),
             matched_secret_version: version.to_owned(),
             events,
-        };
-        Ok(Outcome::Stored(self.store.accept(&submission).await?))
+        }))
     }
 
     fn unsupported(
         &self,
         endpoint: &EndpointConfig,
         detail: String,
-    ) -> Result<Outcome, IngestError> {
+    ) -> Result<Verified, IngestError> {
         match endpoint.unsupported_types {
             UnsupportedTypes::Reject => Err(IngestError::UnsupportedEventType(detail)),
-            UnsupportedTypes::Ignore => Ok(Outcome::Ignored(detail)),
+            UnsupportedTypes::Ignore => Ok(Verified::Done(Outcome::Ignored(detail))),
         }
     }
 }

@@ -265,6 +265,17 @@ impl Sandbox {
         }))
     }
 
+    fn runtime(&self) -> &tokio::runtime::Runtime {
+        self.runtime
+            .as_ref()
+            .expect("runtime lives as long as the sandbox")
+    }
+
+    /// Whether the caller already runs on the sandbox's threads.
+    fn is_current(&self) -> bool {
+        tokio::runtime::Handle::try_current().is_ok_and(|h| h.id() == self.runtime().handle().id())
+    }
+
     pub fn limits(&self) -> &SandboxLimits {
         &self.limits
     }
@@ -546,6 +557,22 @@ impl LoadedAdapter {
         Ok(())
     }
 
+    /// Runs `job` on the sandbox's threads: one hop for several guest calls and the CPU work
+    /// between them (a hop costs tens of microseconds of wake-ups; see docs/performance.md).
+    pub async fn on_sandbox<T: Send + 'static>(
+        &self,
+        job: impl Future<Output = T> + Send + 'static,
+    ) -> Result<T, AdapterFailure> {
+        self.sandbox
+            .runtime()
+            .spawn(job)
+            .await
+            .map_err(|e| AdapterFailure::Trap {
+                trap: format!("sandbox task ended: {e}"),
+                stderr: String::new(),
+            })
+    }
+
     /// One call in a fresh store on the sandbox's own threads.
     async fn call<R, F>(&self, req: Option<RequestView>, f: F) -> Result<R, AdapterFailure>
     where
@@ -559,20 +586,13 @@ impl LoadedAdapter {
             > + Send
             + 'static,
     {
+        if self.sandbox.is_current() {
+            return run_call(&self.sandbox, &self.pre, req, f).await;
+        }
         let sandbox = Arc::clone(&self.sandbox);
         let pre = self.pre.clone();
-        self.sandbox
-            .runtime
-            .as_ref()
-            .expect("runtime lives as long as the sandbox")
-            .spawn(async move { run_call(&sandbox, &pre, req, f).await })
-            .await
-            .unwrap_or_else(|e| {
-                Err(AdapterFailure::Trap {
-                    trap: format!("sandbox task ended: {e}"),
-                    stderr: String::new(),
-                })
-            })
+        self.on_sandbox(async move { run_call(&sandbox, &pre, req, f).await })
+            .await?
     }
 }
 
