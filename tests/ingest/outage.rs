@@ -2,7 +2,6 @@
 //! is down, 503 within two seconds when it hangs, and recovery without a restart.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::net::{TcpListener, TcpStream};
@@ -15,11 +14,10 @@ const CUT: u8 = 1;
 const HANG: u8 = 2;
 
 /// A TCP proxy in front of Postgres that the test can cut (close every connection and refuse
-/// new ones) or hang (accept and forward nothing).
+/// new ones) or hang (keep every connection open and forward nothing more).
 struct Proxy {
     port: u16,
-    mode: Arc<AtomicU8>,
-    generation: Arc<tokio::sync::watch::Sender<u64>>,
+    mode: Arc<tokio::sync::watch::Sender<u8>>,
     stop: CancellationToken,
 }
 
@@ -27,22 +25,20 @@ impl Proxy {
     async fn start(upstream: String) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
-        let mode = Arc::new(AtomicU8::new(UP));
-        let (generation, _) = tokio::sync::watch::channel(0u64);
-        let generation = Arc::new(generation);
+        let mode = Arc::new(tokio::sync::watch::Sender::new(UP));
         let stop = CancellationToken::new();
-        let (m, g, s) = (Arc::clone(&mode), Arc::clone(&generation), stop.clone());
+        let (m, s) = (Arc::clone(&mode), stop.clone());
         tokio::spawn(async move {
             loop {
                 let (client, _) = tokio::select! {
                     _ = s.cancelled() => return,
                     accepted = listener.accept() => accepted.unwrap(),
                 };
-                match m.load(Ordering::SeqCst) {
+                let mut changed = m.subscribe();
+                let current = *changed.borrow_and_update();
+                match current {
                     CUT => drop(client),
                     HANG => {
-                        // Hold the socket open, forward nothing, until the mode changes.
-                        let mut changed = g.subscribe();
                         tokio::spawn(async move {
                             let _ = changed.changed().await;
                             drop(client);
@@ -50,33 +46,31 @@ impl Proxy {
                     }
                     _ => {
                         let upstream = upstream.clone();
-                        let mut changed = g.subscribe();
                         tokio::spawn(async move {
                             let Ok(mut server) = TcpStream::connect(&upstream).await else {
                                 return;
                             };
                             let mut client = client;
                             tokio::select! {
-                                _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+                                _ = tokio::io::copy_bidirectional(&mut client, &mut server) => return,
                                 _ = changed.changed() => {}
                             }
+                            // Hung: the connection stays open and carries nothing until the
+                            // next change ends it.
+                            if *changed.borrow_and_update() == HANG {
+                                let _ = changed.changed().await;
+                            }
+                            drop((client, server));
                         });
                     }
                 }
             }
         });
-        Self {
-            port,
-            mode,
-            generation,
-            stop,
-        }
+        Self { port, mode, stop }
     }
 
     fn set(&self, mode: u8) {
-        self.mode.store(mode, Ordering::SeqCst);
-        // Every open connection ends at a mode change, like a network cut or a failover.
-        self.generation.send_modify(|g| *g += 1);
+        self.mode.send_replace(mode);
     }
 }
 
@@ -99,24 +93,8 @@ async fn database_cut_mid_run_answers_503_and_recovers_without_restart() {
     let (headers, body) = signed_stripe("evt_before");
     assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
 
-    proxy.set(CUT);
-    for i in 0..20 {
-        let (headers, body) = signed_stripe(&format!("evt_during_{i}"));
-        let answer = app.post("stripe", &refs(&headers), body).await;
-        assert_eq!(
-            (answer.status, answer.code()),
-            (503, "storage_unavailable"),
-            "request {i}: {answer:?}"
-        );
-        assert_eq!(answer.headers["retry-after"], "5");
-    }
-
-    assert_eq!(
-        app.readiness().await,
-        503,
-        "not ready while the database is cut"
-    );
-
+    // The database hangs with connections open (the pool's connections go silent): the
+    // answer is still a 503 within two seconds.
     proxy.set(HANG);
     let started = Instant::now();
     let (headers, body) = signed_stripe("evt_hang");
@@ -130,6 +108,30 @@ async fn database_cut_mid_run_answers_503_and_recovers_without_restart() {
         started.elapsed() < Duration::from_secs(2),
         "503 took {:?}",
         started.elapsed()
+    );
+
+    proxy.set(CUT);
+    for i in 0..20 {
+        let (headers, body) = signed_stripe(&format!("evt_during_{i}"));
+        let started = Instant::now();
+        let answer = app.post("stripe", &refs(&headers), body).await;
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "503 took {:?}",
+            started.elapsed()
+        );
+        assert_eq!(
+            (answer.status, answer.code()),
+            (503, "storage_unavailable"),
+            "request {i}: {answer:?}"
+        );
+        assert_eq!(answer.headers["retry-after"], "5");
+    }
+
+    assert_eq!(
+        app.readiness().await,
+        503,
+        "not ready while the database is cut"
     );
 
     proxy.set(UP);
