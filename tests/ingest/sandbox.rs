@@ -4,20 +4,10 @@ use std::time::{Duration, Instant};
 
 use crate::common::*;
 
-const EVIL: &str = r#"
+const ENDPOINTS: &str = r#"
 [[endpoint]]
-id = "spin"
-adapter = "test-spin"
-secret = "github"
-
-[[endpoint]]
-id = "hog"
-adapter = "test-hog"
-secret = "github"
-
-[[endpoint]]
-id = "trap"
-adapter = "test-trap"
+id = "evil"
+adapter = "test-misbehave"
 secret = "github"
 
 [[endpoint]]
@@ -26,32 +16,40 @@ adapter = "not-installed"
 secret = "github"
 "#;
 
+/// Each way `test-misbehave` can fail: loop forever, allocate without bound, panic, recurse
+/// without bound, return a result over the bound.
+const MODES: [&str; 5] = ["spin", "hog", "trap", "recurse", "bloat"];
+
+async fn misbehave(app: &TestApp, mode: &str) -> Answer {
+    let endpoint = if mode == "missing" { "missing" } else { "evil" };
+    app.post(
+        endpoint,
+        &[("x-misbehave", mode), ("content-type", "application/json")],
+        "{}",
+    )
+    .await
+}
+
 #[tokio::test]
-async fn looping_allocating_and_trapping_adapters_are_503_and_the_host_stays_up() {
+async fn looping_allocating_trapping_recursing_and_bloated_adapters_are_503_and_the_host_stays_up()
+{
     let app = app()
-        .adapter("testing/test-spin.wasm")
-        .adapter("testing/test-hog.wasm")
-        .adapter("testing/test-trap.wasm")
-        .endpoints(EVIL)
+        .adapter("testing/test-misbehave.wasm")
+        .endpoints(ENDPOINTS)
         .spawn()
         .await;
-    for (round, endpoint) in ["spin", "hog", "trap", "missing", "spin", "hog", "trap"]
-        .into_iter()
-        .enumerate()
-    {
+    for (round, mode) in MODES.iter().chain(&["missing"]).chain(&MODES).enumerate() {
         let started = Instant::now();
-        let answer = app
-            .post(endpoint, &[("content-type", "application/json")], "{}")
-            .await;
+        let answer = misbehave(&app, mode).await;
         assert_eq!(
             (answer.status, answer.code()),
             (503, "adapter_unavailable"),
-            "{endpoint}: {answer:?}"
+            "{mode}: {answer:?}"
         );
         assert!(answer.headers.contains_key("retry-after"));
         assert!(
             started.elapsed() < Duration::from_secs(2),
-            "{endpoint} took {:?}",
+            "{mode} took {:?}",
             started.elapsed()
         );
 
@@ -67,27 +65,36 @@ async fn looping_allocating_and_trapping_adapters_are_503_and_the_host_stays_up(
         assert_eq!(
             (answer.status, answer.code()),
             (200, "accepted"),
-            "after {endpoint}: {answer:?}"
+            "after {mode}: {answer:?}"
         );
     }
-    // Many at once: the concurrency permit keeps the pool from being exhausted.
+    // Many at once beside valid traffic: the concurrency permit keeps the pool from being
+    // exhausted, and guest CPU stays off the threads that acknowledge and commit.
     let mut tasks = Vec::new();
-    for i in 0..40 {
+    for i in 0..60 {
         let (client, base) = (app.client.clone(), app.base.clone());
-        let endpoint = ["spin", "hog", "trap", "github"][i % 4];
+        let mode = ["spin", "hog", "trap", "recurse", "bloat", "valid"][i % 6];
         tasks.push(tokio::spawn(async move {
             let body = format!("{{\"n\":{i}}}").into_bytes();
-            let headers = github_headers(&body, &format!("burst-{i}"));
-            (
-                endpoint,
-                post(&client, &base, endpoint, &refs(&headers), body).await,
-            )
+            let answer = if mode == "valid" {
+                post(
+                    &client,
+                    &base,
+                    "github",
+                    &refs(&github_headers(&body, &format!("burst-{i}"))),
+                    body,
+                )
+                .await
+            } else {
+                post(&client, &base, "evil", &[("x-misbehave", mode)], body).await
+            };
+            (mode, answer)
         }));
     }
     for task in tasks {
-        let (endpoint, answer) = task.await.unwrap();
-        let expected = if endpoint == "github" { 200 } else { 503 };
-        assert_eq!(answer.status, expected, "{endpoint}: {answer:?}");
+        let (mode, answer) = task.await.unwrap();
+        let expected = if mode == "valid" { 200 } else { 503 };
+        assert_eq!(answer.status, expected, "{mode}: {answer:?}");
     }
-    assert_eq!(app.count("webhook_inbox").await, 7 + 10);
+    assert_eq!(app.count("webhook_inbox").await, 11 + 10);
 }
