@@ -443,3 +443,56 @@ pub fn refs(headers: &[(String, String)]) -> Vec<(&str, &str)> {
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect()
 }
+
+/// A `wharf serve` child process on port 0; killed on drop.
+pub struct ServeProcess {
+    pub child: tokio::process::Child,
+    pub base: String,
+}
+
+impl ServeProcess {
+    /// Starts `wharf serve`; its log (stderr) goes to `log` at `RUST_LOG=info`, else nowhere.
+    pub async fn start(config: &Path, log: Option<&Path>) -> Self {
+        use std::process::Stdio;
+        use tokio::io::AsyncBufReadExt;
+        let stderr = match log {
+            Some(path) => Stdio::from(std::fs::File::create(path).expect("log file")),
+            None => Stdio::null(),
+        };
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_wharf"))
+            .args(["serve", "--config"])
+            .arg(config)
+            .env_remove("WHARF_DATABASE_URL")
+            .env_remove("DATABASE_URL")
+            .env("RUST_LOG", if log.is_some() { "info" } else { "warn" })
+            .env("WHARF_LOG_FORMAT", "json")
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .kill_on_drop(true)
+            .spawn()
+            .expect("wharf binary");
+        let stdout = child.stdout.take().unwrap();
+        let mut lines = tokio::io::BufReader::new(stdout).lines();
+        let line = tokio::time::timeout(std::time::Duration::from_secs(60), lines.next_line())
+            .await
+            .expect("wharf serve starts within a minute")
+            .unwrap()
+            .expect("a line with the bound address");
+        let started: serde_json::Value = serde_json::from_str(&line).expect("json line");
+        let base = format!("http://{}", started["listening"].as_str().unwrap());
+        Self { child, base }
+    }
+
+    /// SIGTERM, then waits for the graceful exit.
+    pub async fn stop(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().expect("running") as i32;
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .unwrap();
+        tokio::time::timeout(std::time::Duration::from_secs(10), self.child.wait())
+            .await
+            .expect("exits within 10 s of SIGTERM")
+            .unwrap()
+    }
+}

@@ -1,54 +1,14 @@
 //! Hundreds of concurrent copies of one event across two `wharf serve` processes sharing one
 //! database: every answer 2xx, exactly one inbox row and one outbox row.
 
-use std::process::Stdio;
-use std::time::Duration;
-
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
-
 use crate::common::*;
-
-/// A `wharf serve` child process on port 0; killed on drop.
-pub struct ServeProcess {
-    _child: Child,
-    pub base: String,
-}
-
-impl ServeProcess {
-    pub async fn start(config: &std::path::Path) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_wharf"))
-            .args(["serve", "--config"])
-            .arg(config)
-            .env_remove("WHARF_DATABASE_URL")
-            .env_remove("DATABASE_URL")
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("wharf binary");
-        let stdout = child.stdout.take().unwrap();
-        let mut lines = BufReader::new(stdout).lines();
-        let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
-            .await
-            .expect("wharf serve starts within a minute")
-            .unwrap()
-            .expect("a line with the bound address");
-        let started: serde_json::Value = serde_json::from_str(&line).expect("json line");
-        let base = format!("http://{}", started["listening"].as_str().unwrap());
-        Self {
-            _child: child,
-            base,
-        }
-    }
-}
 
 #[tokio::test]
 async fn three_hundred_copies_across_two_processes_make_one_row() {
     let written = app().write().await;
     let db = sqlx::PgPool::connect(&written.database_url).await.unwrap();
-    let first = ServeProcess::start(&written.config_path).await;
-    let second = ServeProcess::start(&written.config_path).await;
+    let first = ServeProcess::start(&written.config_path, None).await;
+    let second = ServeProcess::start(&written.config_path, None).await;
 
     let (headers, body) = signed_stripe("evt_storm");
     let client = reqwest::Client::builder()

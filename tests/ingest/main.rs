@@ -7,6 +7,7 @@ mod common;
 mod cli;
 mod concurrency;
 mod limits;
+mod logs;
 mod outage;
 mod sandbox;
 mod secrets;

@@ -1,0 +1,126 @@
+//! The log: one line per request with what operators need, and never a secret, a signature
+//! value or a body, on any path (accepted, duplicate, rejected, malformed, adapter failure).
+
+use crate::common::*;
+
+#[tokio::test]
+async fn request_lines_carry_outcomes_and_never_secrets_signatures_or_bodies() {
+    let written = app().adapter("testing/test-misbehave.wasm").endpoints(
+        "\n[[endpoint]]\nid = \"evil\"\nadapter = \"test-misbehave\"\nsecret = \"github\"\n",
+    );
+    let written = written.write().await;
+    let log = written.dir.path().join("wharf.log");
+    let server = ServeProcess::start(&written.config_path, Some(&log)).await;
+    let client = reqwest::Client::new();
+    let marker = "BODY-MARKER-7f3a";
+    let mut signatures = Vec::new();
+
+    // Accepted, then duplicate.
+    let body = stripe_event("evt_logged").replace("pi_123", marker);
+    let header = stripe_header(STRIPE_SECRET, now(), body.as_bytes());
+    signatures.push(header.clone());
+    for expected in ["accepted", "duplicate"] {
+        let answer = post(
+            &client,
+            &server.base,
+            "stripe",
+            &[("stripe-signature", &header)],
+            body.clone().into_bytes(),
+        )
+        .await;
+        assert_eq!(answer.code(), expected);
+    }
+    // Wrong signature.
+    let forged = stripe_header("whsec_forged", now(), body.as_bytes());
+    signatures.push(forged.clone());
+    let answer = post(
+        &client,
+        &server.base,
+        "stripe",
+        &[("stripe-signature", &forged)],
+        body.clone().into_bytes(),
+    )
+    .await;
+    assert_eq!(answer.code(), "invalid_signature");
+    // Verified but malformed.
+    let bad = format!("not json {marker}");
+    let header = stripe_header(STRIPE_SECRET, now(), bad.as_bytes());
+    signatures.push(header.clone());
+    let answer = post(
+        &client,
+        &server.base,
+        "stripe",
+        &[("stripe-signature", &header)],
+        bad.into_bytes(),
+    )
+    .await;
+    assert_eq!(answer.code(), "malformed");
+    // GitHub, and an adapter that traps.
+    let gh_body = format!("{{\"note\":\"{marker}\"}}").into_bytes();
+    let gh = github_headers(&gh_body, "gh-logged");
+    signatures.push(gh[0].1.clone());
+    assert_eq!(
+        post(&client, &server.base, "github", &refs(&gh), gh_body.clone())
+            .await
+            .status,
+        200
+    );
+    let answer = post(
+        &client,
+        &server.base,
+        "evil",
+        &[("x-misbehave", "trap")],
+        gh_body,
+    )
+    .await;
+    assert_eq!(answer.code(), "adapter_unavailable");
+
+    assert!(server.stop().await.success(), "graceful exit on SIGTERM");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .filter(|l| l.contains("\"webhook\""))
+        .map(|l| serde_json::from_str(l).expect("json log line"))
+        .collect();
+    let outcomes: Vec<&str> = lines
+        .iter()
+        .map(|l| l["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            "accepted",
+            "duplicate",
+            "invalid_signature",
+            "malformed",
+            "accepted",
+            "adapter_unavailable"
+        ]
+    );
+    assert_eq!(lines[0]["event_id"], "evt_logged");
+    assert_eq!(lines[0]["secret_version"], "2026-11");
+    assert_eq!(lines[0]["adapter"], "stripe");
+    assert!(lines[0]["latency_us"].as_u64().is_some());
+    assert_eq!(lines[1]["inbox_id"], lines[0]["inbox_id"]);
+
+    for secret in [
+        STRIPE_SECRET,
+        STRIPE_OLD_SECRET,
+        GITHUB_SECRET,
+        "whsec_forged",
+        marker,
+    ] {
+        assert!(!text.contains(secret), "the log contains {secret:?}");
+    }
+    for signature in &signatures {
+        // The hex of every signature sent, and any 16-character piece of it.
+        let hex = signature.rsplit(['=', ',']).next().unwrap();
+        for piece in hex.as_bytes().chunks(16) {
+            let piece = std::str::from_utf8(piece).unwrap();
+            assert!(
+                piece.len() < 16 || !text.contains(piece),
+                "the log contains signature bytes {piece}"
+            );
+        }
+    }
+}
