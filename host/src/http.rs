@@ -41,7 +41,17 @@ pub fn admin_router(state: HttpState) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(ready))
+        .route("/metrics", get(metrics))
         .with_state(state)
+}
+
+async fn metrics(State(state): State<HttpState>) -> Response {
+    let content_type = "text/plain; version=0.0.4; charset=utf-8";
+    (
+        [(header::CONTENT_TYPE, content_type)],
+        state.ingest.metrics().render(),
+    )
+        .into_response()
 }
 
 /// Ready when the database answers and the secrets file is readable.
@@ -110,7 +120,17 @@ async fn receive(
     };
     let cause = result.as_ref().err().and_then(internal_cause);
     let status = response.status().as_u16();
-    let latency_us = started.elapsed().as_micros() as u64;
+    let elapsed = started.elapsed();
+    let latency_us = elapsed.as_micros() as u64;
+    let label = if state.ingest.has_endpoint(&endpoint_id) {
+        endpoint_id.as_str()
+    } else {
+        "_unknown"
+    };
+    state
+        .ingest
+        .metrics()
+        .request(label, outcome, elapsed.as_secs_f64());
     // One line per request; 5xx at WARN so operators see sandbox, secret and storage trouble.
     macro_rules! request_line {
         ($level:expr) => {

@@ -12,6 +12,7 @@ use uuid::Uuid;
 
 use crate::clock::SharedClock;
 use crate::config::{EndpointConfig, UnsupportedTypes, glob_match};
+use crate::metrics::Metrics;
 use crate::secrets::{SecretStore, SecretsError};
 use crate::store::{Acceptance, NewEvent, ObjectVersion, Store, StoreError, Submission};
 use crate::verify::{self, VerifyError};
@@ -98,6 +99,7 @@ pub struct Ingest {
     store: Store,
     clock: SharedClock,
     max_body_bytes: u64,
+    metrics: Arc<Metrics>,
 }
 
 impl Ingest {
@@ -108,6 +110,7 @@ impl Ingest {
         store: Store,
         clock: SharedClock,
         max_body_bytes: u64,
+        metrics: Arc<Metrics>,
     ) -> Self {
         Self {
             endpoints: endpoints
@@ -119,7 +122,16 @@ impl Ingest {
             store,
             clock,
             max_body_bytes,
+            metrics,
         }
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    pub fn has_endpoint(&self, id: &str) -> bool {
+        self.endpoints.contains_key(id)
     }
 
     pub fn store(&self) -> &Store {
@@ -205,7 +217,10 @@ impl Ingest {
             Verified::Done(outcome) => Ok(outcome),
             // 8. One transaction; the answer waits for the commit.
             Verified::Accept(submission) => {
-                Ok(Outcome::Stored(self.store.accept(&submission).await?))
+                let started = std::time::Instant::now();
+                let stored = self.store.accept(&submission).await;
+                self.metrics.db_commit(started.elapsed().as_secs_f64());
+                Ok(Outcome::Stored(stored?))
             }
         }
     }

@@ -8,6 +8,7 @@ pub mod config;
 pub mod dev;
 pub mod http;
 pub mod ingest;
+pub mod metrics;
 pub mod secrets;
 pub mod server;
 pub mod store;

@@ -13,6 +13,7 @@ use crate::clock::{SharedClock, SystemClock};
 use crate::config::Config;
 use crate::http::{HttpState, admin_router, public_router};
 use crate::ingest::Ingest;
+use crate::metrics::Metrics;
 use crate::secrets::SecretStore;
 use crate::store::Store;
 use crate::wasm::Sandbox;
@@ -78,6 +79,7 @@ impl Server {
             store,
             options.clock,
             config.server.max_body_bytes,
+            Arc::new(Metrics::default()),
         ));
         let state = HttpState {
             ingest: Arc::clone(&ingest),

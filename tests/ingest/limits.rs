@@ -219,4 +219,27 @@ async fn routing_methods_and_media_types() {
         "application/vnd.github+json; charset=utf-8".into(),
     ));
     assert_eq!(app.post("github", &refs(&headers), body).await.status, 200);
+
+    // Each request is counted by endpoint and outcome; unknown endpoints share one label.
+    let metrics = app
+        .client
+        .get(format!("{}/metrics", app.admin))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for line in [
+        r#"wharf_requests_total{endpoint="_unknown",outcome="unknown_endpoint"} 1"#,
+        r#"wharf_requests_total{endpoint="github",outcome="unsupported_media_type"} 1"#,
+        r#"wharf_requests_total{endpoint="github",outcome="accepted"} 1"#,
+        "wharf_ack_seconds_count 3",
+        "wharf_db_commit_seconds_count 1",
+    ] {
+        assert!(
+            metrics.lines().any(|l| l == line),
+            "no {line:?} in\n{metrics}"
+        );
+    }
 }
