@@ -122,10 +122,17 @@ async fn receive(
     let status = response.status().as_u16();
     let elapsed = started.elapsed();
     let latency_us = elapsed.as_micros() as u64;
-    let label = if state.ingest.has_endpoint(&endpoint_id) {
+    let known = state.ingest.has_endpoint(&endpoint_id);
+    let label = if known {
         endpoint_id.as_str()
     } else {
         "_unknown"
+    };
+    // An unknown id is whatever the client sent: logged as an escaped string field, cut short.
+    let logged_endpoint = if known {
+        endpoint_id.as_str()
+    } else {
+        truncate(&endpoint_id, 64)
     };
     state
         .ingest
@@ -137,7 +144,7 @@ async fn receive(
             tracing::event!(
                 target: "wharf::request",
                 $level,
-                endpoint = %endpoint_id,
+                endpoint = logged_endpoint,
                 outcome,
                 status,
                 latency_us,
@@ -157,6 +164,14 @@ async fn receive(
         request_line!(tracing::Level::INFO);
     }
     response
+}
+
+fn truncate(s: &str, max: usize) -> &str {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
 }
 
 async fn handle(
