@@ -15,7 +15,6 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde_json::json;
 
 use crate::ingest::{Ingest, IngestError, Outcome, RequestFacts, inbox_ids};
-use crate::store::Acceptance;
 
 /// Seconds a client should wait before retrying a 503.
 const RETRY_AFTER_SECS: &str = "5";
@@ -103,19 +102,8 @@ async fn receive(
         Err(e) => error_response(e),
     };
     let (outcome, inbox_id) = match &result {
-        Ok(Outcome::Stored(a)) => {
-            let first = a.first().map(|a| a.inbox_id().to_string());
-            (
-                if a.iter().any(|a| matches!(a, Acceptance::Accepted(_))) {
-                    "accepted"
-                } else {
-                    "duplicate"
-                },
-                first,
-            )
-        }
-        Ok(Outcome::Ignored(_)) => ("ignored", None),
-        Ok(Outcome::Handshake(_)) => ("handshake", None),
+        Ok(o @ Outcome::Stored(a)) => (o.code(), a.first().map(|a| a.inbox_id().to_string())),
+        Ok(o) => (o.code(), None),
         Err(e) => (error_code(e).1, None),
     };
     let cause = result.as_ref().err().and_then(internal_cause);
@@ -248,23 +236,17 @@ fn outcome_response(outcome: &Outcome) -> Response {
     match outcome {
         Outcome::Stored(acceptances) => {
             let ids = inbox_ids(acceptances);
-            let status = if acceptances
-                .iter()
-                .any(|a| matches!(a, Acceptance::Accepted(_)))
-            {
-                "accepted"
-            } else {
-                "duplicate"
-            };
-            let mut body = json!({"status": status, "inbox_id": ids[0]});
+            let mut body = json!({"status": outcome.code(), "inbox_id": ids[0]});
             if ids.len() > 1 {
                 body["inbox_ids"] = json!(ids);
             }
             (StatusCode::OK, axum::Json(body)).into_response()
         }
-        Outcome::Ignored(_) => {
-            (StatusCode::OK, axum::Json(json!({"status": "ignored"}))).into_response()
-        }
+        Outcome::Ignored(_) => (
+            StatusCode::OK,
+            axum::Json(json!({"status": outcome.code()})),
+        )
+            .into_response(),
         Outcome::Handshake(h) => {
             let status = StatusCode::from_u16(h.status).unwrap_or(StatusCode::OK);
             let content_type = HeaderValue::from_str(&h.content_type)

@@ -69,6 +69,20 @@ pub enum Outcome {
     Handshake(wasm::Handshake),
 }
 
+impl Outcome {
+    /// The outcome's name in answers, log lines and metrics.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Outcome::Stored(a) if a.iter().any(|a| matches!(a, Acceptance::Accepted(_))) => {
+                "accepted"
+            }
+            Outcome::Stored(_) => "duplicate",
+            Outcome::Ignored(_) => "ignored",
+            Outcome::Handshake(_) => "handshake",
+        }
+    }
+}
+
 /// What the log line for a request carries besides its outcome.
 #[derive(Debug, Default)]
 pub struct RequestFacts {
