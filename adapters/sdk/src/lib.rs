@@ -45,6 +45,17 @@ pub fn split_pair(item: &[u8], sep: u8) -> Option<(&[u8], &[u8])> {
     Some((item[..at].trim_ascii(), item[at + 1..].trim_ascii()))
 }
 
+/// The literal prefix of a signed message whose pieces are joined by `sep` before the raw
+/// body: `[id, timestamp]` with `b'.'` gives `id.timestamp.` (Standard Webhooks, Stripe).
+pub fn prefix_before_body(pieces: &[&[u8]], sep: u8) -> Vec<u8> {
+    let mut out = Vec::with_capacity(pieces.iter().map(|p| p.len() + 1).sum());
+    for piece in pieces {
+        out.extend_from_slice(piece);
+        out.push(sep);
+    }
+    out
+}
+
 /// Parses a Unix timestamp written as plain decimal digits (no sign, no spaces).
 pub fn parse_unix_timestamp(input: &[u8]) -> Option<i64> {
     if input.is_empty() || !input.iter().all(u8::is_ascii_digit) {
@@ -83,6 +94,15 @@ pub fn utf8_nonempty(value: Vec<u8>) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn signed_prefix() {
+        assert_eq!(
+            prefix_before_body(&[b"msg_1", b"1614265330"], b'.'),
+            b"msg_1.1614265330."
+        );
+        assert_eq!(prefix_before_body(&[b"123"], b'.'), b"123.");
+    }
 
     #[test]
     fn hex() {

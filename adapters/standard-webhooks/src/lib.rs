@@ -76,10 +76,7 @@ impl Guest for Adapter {
                 "no usable v1 signature",
             ));
         }
-        let mut signed = id;
-        signed.push(b'.');
-        signed.extend_from_slice(&timestamp);
-        signed.push(b'.');
+        let signed = sdk::prefix_before_body(&[&id, &timestamp], b'.');
         Ok(Prepared {
             checks: vec![Check {
                 message: vec![Part::Literal(signed), Part::RawBody],

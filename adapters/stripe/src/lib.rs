@@ -58,8 +58,7 @@ impl Guest for Adapter {
         if signatures.is_empty() {
             return Err(invalid("no usable v1 signature"));
         }
-        let mut signed = t.to_vec();
-        signed.push(b'.');
+        let signed = sdk::prefix_before_body(&[t], b'.');
         Ok(Prepared {
             checks: vec![Check {
                 message: vec![Part::Literal(signed), Part::RawBody],
