@@ -68,7 +68,10 @@ pub async fn fresh_database() -> String {
             .fetch_all(&mut admin)
             .await
             .unwrap_or_default();
-            for name in stale {
+            // Only databases older than an hour: another test binary (or another checkout)
+            // may be running now. The name carries a UUIDv7, so it carries its creation time.
+            let cutoff = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+            for name in stale.into_iter().filter(|n| created_before(n, cutoff)) {
                 let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))
                     .execute(&mut admin)
                     .await;
@@ -81,6 +84,17 @@ pub async fn fresh_database() -> String {
         .await
         .expect("create database");
     database_url_for(&name)
+}
+
+fn created_before(name: &str, cutoff: std::time::SystemTime) -> bool {
+    let Some(Ok(id)) = name.strip_prefix("wharf_test_").map(uuid::Uuid::parse_str) else {
+        return false;
+    };
+    let Some(ts) = id.get_timestamp() else {
+        return false;
+    };
+    let (secs, nanos) = ts.to_unix();
+    std::time::UNIX_EPOCH + std::time::Duration::new(secs, nanos) < cutoff
 }
 
 static TRACING: AtomicBool = AtomicBool::new(false);
