@@ -6,7 +6,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use crate::config::Config;
-use crate::server::{Server, ServerOptions};
+use crate::events;
+use crate::server::{ProcessingHost, Server, ServerOptions};
 use crate::store::Store;
 use crate::wasm::{Sandbox, SandboxLimits};
 
@@ -39,10 +40,62 @@ enum Command {
         #[arg(long, env = "WHARF_CONFIG", default_value = "examples/wharf.toml")]
         config: PathBuf,
     },
+    /// Process accepted events without serving HTTP: workers, relays and the reconciler.
+    Worker {
+        #[arg(long, env = "WHARF_CONFIG", default_value = "wharf.toml")]
+        config: PathBuf,
+        /// Workers in this process (default: `[worker] count`, at least 1).
+        #[arg(long)]
+        count: Option<usize>,
+    },
+    /// Inspect and replay accepted events.
+    Events {
+        #[arg(long, env = "WHARF_CONFIG", default_value = "wharf.toml")]
+        config: PathBuf,
+        #[command(subcommand)]
+        command: EventsCommand,
+    },
     /// Adapter tools.
     Adapter {
         #[command(subcommand)]
         command: AdapterCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum EventsCommand {
+    /// Newest first: id, status, attempts, endpoint, type, provider event id, last error.
+    List {
+        /// PENDING, PROCESSING, PROCESSED or FAILED.
+        #[arg(long)]
+        status: Option<String>,
+        #[arg(long)]
+        endpoint: Option<String>,
+        #[arg(long, default_value_t = 50)]
+        limit: i64,
+        /// One JSON object per line instead of columns.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One event as JSON: metadata, redacted diagnostic, attempts, deliveries.
+    Show {
+        id: uuid::Uuid,
+        /// Include the raw payload (it may hold personal data).
+        #[arg(long)]
+        payload: bool,
+    },
+    /// Requeue events (by id, or every event a filter selects) and their failed deliveries.
+    Replay {
+        ids: Vec<uuid::Uuid>,
+        #[arg(long)]
+        status: Option<String>,
+        #[arg(long)]
+        endpoint: Option<String>,
+        #[arg(long, default_value_t = 1000)]
+        limit: i64,
+        /// Also send again deliveries that were already sent.
+        #[arg(long)]
+        resend: bool,
     },
 }
 
@@ -98,6 +151,12 @@ async fn run(command: Command) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Dev { config } => crate::dev::run(&config).await,
+        Command::Worker { config, count } => {
+            let config = Config::load(&config)?;
+            let count = count.unwrap_or(config.worker.count).max(1);
+            work(config, count).await
+        }
+        Command::Events { config, command } => events(&Config::load(&config)?, command).await,
         Command::Adapter {
             command: AdapterCommand::Check { file },
         } => {
@@ -126,6 +185,92 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         token.cancel();
     });
     server.run_until_cancelled().await
+}
+
+/// Runs processing alone until SIGINT or SIGTERM. Prints one line of JSON to stdout once
+/// started.
+async fn work(config: Config, count: usize) -> anyhow::Result<()> {
+    let host = ProcessingHost::start(config, count).await?;
+    println!("{}", serde_json::json!({ "workers": count }));
+    tracing::info!(workers = count, "wharf worker processing");
+    let token = host.cancel_token();
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        tracing::info!("shutting down");
+        token.cancel();
+    });
+    host.run_until_cancelled().await
+}
+
+async fn events(config: &Config, command: EventsCommand) -> anyhow::Result<()> {
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect(config.database_url())
+        .await?;
+    let filter = |status: Option<String>, endpoint, limit| -> anyhow::Result<events::Filter> {
+        Ok(events::Filter {
+            status: status.as_deref().map(events::check_status).transpose()?,
+            endpoint,
+            limit,
+        })
+    };
+    match command {
+        EventsCommand::List {
+            status,
+            endpoint,
+            limit,
+            json,
+        } => {
+            let rows = events::list(&pool, &filter(status, endpoint, limit)?).await?;
+            if !json {
+                println!(
+                    "INBOX_ID\tSTATUS\tATTEMPTS\tENDPOINT\tTYPE\tEVENT_ID\tRECEIVED\tLAST_ERROR"
+                );
+            }
+            for r in rows {
+                if json {
+                    println!("{}", serde_json::to_string(&r)?);
+                } else {
+                    let received = r
+                        .received_at
+                        .format(&time::format_description::well_known::Rfc3339)?;
+                    println!(
+                        "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
+                        r.inbox_id,
+                        r.status,
+                        r.attempt_count,
+                        r.endpoint_id,
+                        r.event_type,
+                        r.provider_event_id,
+                        received,
+                        r.last_error.unwrap_or_default()
+                    );
+                }
+            }
+        }
+        EventsCommand::Show { id, payload } => match events::show(&pool, id, payload).await? {
+            Some(event) => println!("{}", serde_json::to_string_pretty(&event)?),
+            None => anyhow::bail!("no event {id}"),
+        },
+        EventsCommand::Replay {
+            mut ids,
+            status,
+            endpoint,
+            limit,
+            resend,
+        } => {
+            if status.is_some() || endpoint.is_some() {
+                ids.extend(events::ids(&pool, &filter(status, endpoint, limit)?).await?);
+            }
+            anyhow::ensure!(
+                !ids.is_empty(),
+                "name event ids, or select with --status/--endpoint"
+            );
+            let replayed = events::replay(&pool, &ids, resend).await?;
+            println!("{}", serde_json::to_string(&replayed)?);
+        }
+    }
+    Ok(())
 }
 
 async fn shutdown_signal() {

@@ -23,9 +23,122 @@ pub struct Config {
     pub secrets: SecretsConfig,
     #[serde(default, rename = "endpoint")]
     pub endpoints: Vec<EndpointConfig>,
-    /// Delivery routes, read by the processing stage.
+    #[serde(default)]
+    pub worker: WorkerConfig,
+    /// The NATS server for `nats` routes and the accepted-events feed; none: neither.
+    pub nats: Option<NatsConfig>,
+    /// Deliveries: which processed events go to which sink.
     #[serde(default, rename = "route")]
-    pub routes: Vec<toml::Table>,
+    pub routes: Vec<RouteConfig>,
+}
+
+/// Processing: workers, relays and the reconciler (in `wharf serve` and `wharf worker`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerConfig {
+    /// Workers in `wharf serve`; 0 leaves processing to `wharf worker` processes.
+    #[serde(default = "default_workers")]
+    pub count: usize,
+    /// Inbox rows claimed per lease.
+    #[serde(default = "default_batch")]
+    pub batch_size: u32,
+    /// How long a claim stays with a worker before another may take it over.
+    #[serde(default = "default_lease_secs")]
+    pub lease_secs: u64,
+    /// Attempts before an event is `FAILED` (an endpoint may override it).
+    #[serde(default = "default_max_attempts")]
+    pub max_attempts: u32,
+    /// Exponential backoff with full jitter: a random wait up to base * 2^attempt, capped.
+    #[serde(default = "default_backoff_base_ms")]
+    pub backoff_base_ms: u64,
+    #[serde(default = "default_backoff_max_ms")]
+    pub backoff_max_ms: u64,
+    /// Longest an idle worker waits before looking again when nothing woke it.
+    #[serde(default = "default_idle_poll_ms")]
+    pub idle_poll_ms: u64,
+    #[serde(default = "default_reconcile_secs")]
+    pub reconcile_interval_secs: u64,
+    /// Connections for processing, apart from the ingest pool, so a backlog never delays
+    /// acknowledgements.
+    #[serde(default = "default_worker_connections")]
+    pub db_connections: u32,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        toml::from_str("").expect("defaults")
+    }
+}
+
+impl WorkerConfig {
+    pub fn lease(&self) -> Duration {
+        Duration::from_secs(self.lease_secs)
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NatsConfig {
+    pub url: String,
+    /// The JetStream stream that keeps accepted-event notices; created when missing.
+    #[serde(default = "default_accepted_stream")]
+    pub accepted_stream: String,
+    /// Notices go to `<prefix>.<endpoint>.<event type>`; the stream captures `<prefix>.>`.
+    #[serde(default = "default_accepted_prefix")]
+    pub accepted_prefix: String,
+    /// Longest wait for a JetStream acknowledgement.
+    #[serde(default = "default_nats_timeout_ms")]
+    pub ack_timeout_ms: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SinkKind {
+    Http,
+    Nats,
+}
+
+impl SinkKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SinkKind::Http => "http",
+            SinkKind::Nats => "nats",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteConfig {
+    /// An endpoint id or `*`.
+    #[serde(default = "star")]
+    pub endpoint: String,
+    /// Globs over event types.
+    #[serde(default = "stars")]
+    pub events: Vec<String>,
+    pub sink: SinkKind,
+    pub url: Option<String>,
+    pub subject: Option<String>,
+    /// Per attempt: the whole HTTP exchange, or the wait for the JetStream acknowledgement.
+    #[serde(default = "default_delivery_timeout_ms")]
+    pub timeout_ms: u64,
+    #[serde(default = "default_delivery_attempts")]
+    pub max_attempts: u32,
+}
+
+impl RouteConfig {
+    /// The URL or subject: with the sink, what identifies a delivery of one event.
+    pub fn target(&self) -> &str {
+        match self.sink {
+            SinkKind::Http => self.url.as_deref().unwrap_or_default(),
+            SinkKind::Nats => self.subject.as_deref().unwrap_or_default(),
+        }
+    }
+
+    pub fn matches(&self, endpoint_id: &str, event_type: &str) -> bool {
+        (self.endpoint == "*" || self.endpoint == endpoint_id)
+            && self.events.iter().any(|g| glob_match(g, event_type))
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -122,6 +235,8 @@ pub struct EndpointConfig {
     #[serde(default)]
     pub unsupported_types: UnsupportedTypes,
     pub rate_limit: Option<RateLimit>,
+    /// Processing attempts before `FAILED` (default: `[worker] max_attempts`).
+    pub max_attempts: Option<u32>,
 }
 
 fn default_listen() -> SocketAddr {
@@ -150,6 +265,54 @@ fn default_call_timeout_ms() -> u64 {
 }
 fn default_concurrency() -> u32 {
     64
+}
+fn default_workers() -> usize {
+    2
+}
+fn default_batch() -> u32 {
+    32
+}
+fn default_lease_secs() -> u64 {
+    30
+}
+fn default_max_attempts() -> u32 {
+    8
+}
+fn default_backoff_base_ms() -> u64 {
+    1000
+}
+fn default_backoff_max_ms() -> u64 {
+    300_000
+}
+fn default_idle_poll_ms() -> u64 {
+    500
+}
+fn default_reconcile_secs() -> u64 {
+    60
+}
+fn default_worker_connections() -> u32 {
+    4
+}
+fn default_accepted_stream() -> String {
+    "WHARF_ACCEPTED".into()
+}
+fn default_accepted_prefix() -> String {
+    "wharf.accepted".into()
+}
+fn default_nats_timeout_ms() -> u64 {
+    5000
+}
+fn default_delivery_timeout_ms() -> u64 {
+    10_000
+}
+fn default_delivery_attempts() -> u32 {
+    12
+}
+fn star() -> String {
+    "*".into()
+}
+fn stars() -> Vec<String> {
+    vec!["*".into()]
 }
 fn yes() -> bool {
     true
@@ -240,7 +403,65 @@ impl Config {
                 e.id
             );
         }
+        let w = &self.worker;
+        anyhow::ensure!(
+            w.batch_size > 0 && w.lease_secs > 0 && w.max_attempts > 0 && w.db_connections > 0,
+            "[worker] batch_size, lease_secs, max_attempts and db_connections must be positive"
+        );
+        anyhow::ensure!(
+            w.backoff_base_ms > 0 && w.backoff_base_ms <= w.backoff_max_ms,
+            "[worker] backoff_base_ms must be positive and at most backoff_max_ms"
+        );
+        for (i, r) in self.routes.iter().enumerate() {
+            let name = format!("route {} ({} -> {})", i + 1, r.endpoint, r.sink.as_str());
+            anyhow::ensure!(
+                r.endpoint == "*" || ids.contains(&r.endpoint),
+                "{name}: no endpoint {:?}",
+                r.endpoint
+            );
+            anyhow::ensure!(!r.events.is_empty(), "{name}: events is empty");
+            anyhow::ensure!(
+                r.max_attempts > 0 && r.timeout_ms > 0,
+                "{name}: max_attempts and timeout_ms must be positive"
+            );
+            match r.sink {
+                SinkKind::Http => {
+                    let url = r.url.as_deref().unwrap_or_default();
+                    anyhow::ensure!(
+                        r.subject.is_none()
+                            && (url.starts_with("http://") || url.starts_with("https://")),
+                        "{name}: an http route needs url = \"http(s)://...\" and no subject"
+                    );
+                }
+                SinkKind::Nats => {
+                    let subject = r.subject.as_deref().unwrap_or_default();
+                    anyhow::ensure!(
+                        r.url.is_none() && crate::nats::valid_subject(subject),
+                        "{name}: a nats route needs a valid subject (no wildcards) and no url"
+                    );
+                    anyhow::ensure!(
+                        self.nats.is_some(),
+                        "{name}: a nats route needs a [nats] url"
+                    );
+                }
+            }
+        }
+        if let Some(nats) = &self.nats {
+            anyhow::ensure!(
+                crate::nats::valid_subject(&nats.accepted_prefix),
+                "[nats] accepted_prefix must be a subject without wildcards"
+            );
+        }
         Ok(())
+    }
+
+    /// Attempts allowed for one endpoint's events.
+    pub fn max_attempts(&self, endpoint_id: &str) -> u32 {
+        self.endpoints
+            .iter()
+            .find(|e| e.id == endpoint_id)
+            .and_then(|e| e.max_attempts)
+            .unwrap_or(self.worker.max_attempts)
     }
 
     pub fn sandbox_limits(&self) -> SandboxLimits {

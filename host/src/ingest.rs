@@ -12,7 +12,9 @@ use uuid::Uuid;
 
 use crate::clock::SharedClock;
 use crate::config::{EndpointConfig, UnsupportedTypes, glob_match};
+use crate::failpoint;
 use crate::metrics::Metrics;
+use crate::processing::Signals;
 use crate::secrets::{SecretStore, SecretsError};
 use crate::store::{Acceptance, NewEvent, ObjectVersion, Store, StoreError, Submission};
 use crate::verify::{self, VerifyError};
@@ -114,6 +116,7 @@ pub struct Ingest {
     clock: SharedClock,
     max_body_bytes: u64,
     metrics: Arc<Metrics>,
+    signals: Arc<Signals>,
 }
 
 impl Ingest {
@@ -137,7 +140,13 @@ impl Ingest {
             clock,
             max_body_bytes,
             metrics,
+            signals: Arc::default(),
         }
+    }
+
+    /// Raised after each commit that accepted an event, to wake processing in this process.
+    pub fn signals(&self) -> Arc<Signals> {
+        Arc::clone(&self.signals)
     }
 
     pub fn metrics(&self) -> &Metrics {
@@ -234,7 +243,12 @@ impl Ingest {
                 let started = std::time::Instant::now();
                 let stored = self.store.accept(&submission).await;
                 self.metrics.db_commit(started.elapsed().as_secs_f64());
-                Ok(Outcome::Stored(stored?))
+                let stored = stored?;
+                failpoint::hit(failpoint::INGEST_AFTER_COMMIT);
+                if stored.iter().any(|a| matches!(a, Acceptance::Accepted(_))) {
+                    self.signals.accepted();
+                }
+                Ok(Outcome::Stored(stored))
             }
         }
     }

@@ -5,14 +5,22 @@
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod deliveries;
 pub mod dev;
+pub mod events;
+pub mod failpoint;
 pub mod http;
 pub mod ingest;
 pub mod metrics;
+pub mod nats;
+pub mod outbox;
+pub mod processing;
+pub mod reconcile;
 pub mod secrets;
 pub mod server;
 pub mod store;
 pub mod verify;
 pub mod wasm;
+pub mod worker;
 
 pub use server::{Server, ServerOptions};

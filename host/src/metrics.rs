@@ -6,6 +6,7 @@ use std::sync::Mutex;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -17,11 +18,26 @@ pub struct RequestLabels {
     pub outcome: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    pub outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DeliveryLabels {
+    pub sink: String,
+    pub outcome: String,
+}
+
 pub struct Metrics {
     registry: Mutex<Registry>,
     requests: Family<RequestLabels, Counter>,
     ack_seconds: Histogram,
     db_commit_seconds: Histogram,
+    worker_events: Family<OutcomeLabels, Counter>,
+    deliveries: Family<DeliveryLabels, Counter>,
+    oldest_pending: Gauge<f64, std::sync::atomic::AtomicU64>,
+    outbox_unpublished: Gauge,
 }
 
 impl Default for Metrics {
@@ -46,11 +62,40 @@ impl Default for Metrics {
             "Time to commit one acceptance transaction, failures included",
             db_commit_seconds.clone(),
         );
+        let worker_events = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "wharf_worker_events",
+            "Events processed by workers here, by outcome (applied, stale, unversioned, \
+             no_object, retry, failed)",
+            worker_events.clone(),
+        );
+        let deliveries = Family::<DeliveryLabels, Counter>::default();
+        registry.register(
+            "wharf_deliveries",
+            "Delivery attempts by sink and outcome (sent, retry, failed)",
+            deliveries.clone(),
+        );
+        let oldest_pending = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
+        registry.register(
+            "wharf_inbox_oldest_pending_seconds",
+            "Age of the oldest accepted event not yet processed (read by the reconciler)",
+            oldest_pending.clone(),
+        );
+        let outbox_unpublished = Gauge::default();
+        registry.register(
+            "wharf_outbox_unpublished",
+            "Accepted-event notices not yet published (read by the reconciler)",
+            outbox_unpublished.clone(),
+        );
         Self {
             registry: Mutex::new(registry),
             requests,
             ack_seconds,
             db_commit_seconds,
+            worker_events,
+            deliveries,
+            oldest_pending,
+            outbox_unpublished,
         }
     }
 }
@@ -67,6 +112,26 @@ impl Metrics {
 
     pub fn db_commit(&self, seconds: f64) {
         self.db_commit_seconds.observe(seconds);
+    }
+
+    pub fn worker_event(&self, outcome: &str) {
+        let labels = OutcomeLabels {
+            outcome: outcome.to_owned(),
+        };
+        self.worker_events.get_or_create(&labels).inc();
+    }
+
+    pub fn delivery(&self, sink: &str, outcome: &str) {
+        let labels = DeliveryLabels {
+            sink: sink.to_owned(),
+            outcome: outcome.to_owned(),
+        };
+        self.deliveries.get_or_create(&labels).inc();
+    }
+
+    pub fn backlog(&self, oldest_pending_seconds: f64, outbox_unpublished: i64) {
+        self.oldest_pending.set(oldest_pending_seconds);
+        self.outbox_unpublished.set(outbox_unpublished);
     }
 
     /// The Prometheus text format.

@@ -11,9 +11,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::{SharedClock, SystemClock};
 use crate::config::Config;
+use crate::failpoint;
 use crate::http::{HttpState, admin_router, public_router};
 use crate::ingest::Ingest;
 use crate::metrics::Metrics;
+use crate::processing::Processing;
 use crate::secrets::SecretStore;
 use crate::store::Store;
 use crate::wasm::Sandbox;
@@ -37,12 +39,14 @@ pub struct Server {
     pub admin_addr: Option<SocketAddr>,
     pub ingest: Arc<Ingest>,
     pub secrets: Arc<SecretStore>,
-    cancel: CancellationToken,
-    tasks: JoinSet<anyhow::Result<()>>,
+    /// What the workers, relays and reconciler share (also when none run here).
+    pub processing: Arc<Processing>,
+    background: Background,
 }
 
 impl Server {
     pub async fn start(config: Config, options: ServerOptions) -> anyhow::Result<Self> {
+        failpoint::validate()?;
         let store = Store::connect_lazy(
             config.database_url(),
             config.database.max_connections,
@@ -72,6 +76,7 @@ impl Server {
                     "adapter not loaded: the endpoint answers 503 adapter_unavailable until it is");
             }
         }
+        let metrics = Arc::new(Metrics::default());
         let ingest = Arc::new(Ingest::new(
             config.endpoints.clone(),
             adapters,
@@ -79,8 +84,14 @@ impl Server {
             store,
             options.clock,
             config.server.max_body_bytes,
-            Arc::new(Metrics::default()),
+            Arc::clone(&metrics),
         ));
+        let config = Arc::new(config);
+        let processing = Arc::new(Processing::new(
+            Arc::clone(&config),
+            metrics,
+            ingest.signals(),
+        )?);
         let state = HttpState {
             ingest: Arc::clone(&ingest),
             max_headers: config.server.max_headers,
@@ -91,6 +102,10 @@ impl Server {
         let mut tasks = JoinSet::new();
         let watcher = secrets.watch(cancel.clone())?;
         tasks.spawn(async move { watcher.await.map_err(Into::into) });
+        // Workers here unless processing runs elsewhere (`count = 0` and `wharf worker`).
+        if config.worker.count > 0 {
+            processing.spawn(config.worker.count, &cancel, &mut tasks);
+        }
 
         let listener = TcpListener::bind(config.server.listen).await?;
         let addr = listener.local_addr()?;
@@ -123,28 +138,90 @@ impl Server {
             admin_addr,
             ingest,
             secrets,
-            cancel,
-            tasks,
+            processing,
+            background: Background { cancel, tasks },
         })
     }
 
     pub fn cancel_token(&self) -> CancellationToken {
-        self.cancel.clone()
+        self.background.cancel.clone()
     }
 
     /// Stops accepting, lets requests in flight finish, and waits for every task.
-    pub async fn shutdown(mut self) -> anyhow::Result<()> {
-        self.cancel.cancel();
-        self.wait_tasks().await
+    pub async fn shutdown(self) -> anyhow::Result<()> {
+        self.background.shutdown().await
     }
 
     /// Runs until the token is cancelled (for example by a signal).
-    pub async fn run_until_cancelled(mut self) -> anyhow::Result<()> {
-        self.cancel.cancelled().await;
-        self.wait_tasks().await
+    pub async fn run_until_cancelled(self) -> anyhow::Result<()> {
+        self.background.run_until_cancelled().await
+    }
+}
+
+/// Processing alone, for `wharf worker`: workers, relays and the reconciler, no listener, so
+/// ingest and processing scale separately and several hosts can share one database.
+pub struct ProcessingHost {
+    pub processing: Arc<Processing>,
+    background: Background,
+}
+
+impl ProcessingHost {
+    pub async fn start(config: Config, workers: usize) -> anyhow::Result<Self> {
+        failpoint::validate()?;
+        let config = Arc::new(config);
+        if config.database.migrate_on_start {
+            let store = Store::connect_lazy(
+                config.database_url(),
+                1,
+                Duration::from_millis(config.database.commit_timeout_ms),
+            )?;
+            store.migrate().await?;
+        }
+        let processing = Arc::new(Processing::new(
+            Arc::clone(&config),
+            Arc::new(Metrics::default()),
+            Arc::default(),
+        )?);
+        let cancel = CancellationToken::new();
+        let mut tasks = JoinSet::new();
+        processing.spawn(workers, &cancel, &mut tasks);
+        Ok(Self {
+            processing,
+            background: Background { cancel, tasks },
+        })
     }
 
-    async fn wait_tasks(&mut self) -> anyhow::Result<()> {
+    pub fn cancel_token(&self) -> CancellationToken {
+        self.background.cancel.clone()
+    }
+
+    pub async fn shutdown(self) -> anyhow::Result<()> {
+        self.background.shutdown().await
+    }
+
+    pub async fn run_until_cancelled(self) -> anyhow::Result<()> {
+        self.background.run_until_cancelled().await
+    }
+}
+
+/// Every task of a process under one cancellation token.
+struct Background {
+    cancel: CancellationToken,
+    tasks: JoinSet<anyhow::Result<()>>,
+}
+
+impl Background {
+    async fn shutdown(mut self) -> anyhow::Result<()> {
+        self.cancel.cancel();
+        self.wait().await
+    }
+
+    async fn run_until_cancelled(mut self) -> anyhow::Result<()> {
+        self.cancel.cancelled().await;
+        self.wait().await
+    }
+
+    async fn wait(&mut self) -> anyhow::Result<()> {
         while let Some(result) = self.tasks.join_next().await {
             result??;
         }

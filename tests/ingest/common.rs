@@ -207,6 +207,12 @@ impl AppBuilder {
         self.max_body_bytes = n;
         self
     }
+    /// Extra TOML appended at the end of the config (tables such as `[worker]`, `[[route]]`).
+    pub fn toml(mut self, extra: &str) -> Self {
+        self.endpoints.push('\n');
+        self.endpoints.push_str(extra);
+        self
+    }
     /// Extra TOML appended to the `[database]` table.
     pub fn database_toml(mut self, extra: &str) -> Self {
         self.extra.push_str(extra);
@@ -467,6 +473,17 @@ pub struct ServeProcess {
 impl ServeProcess {
     /// Starts `wharf serve`; its log (stderr) goes to `log` at `RUST_LOG=info`, else nowhere.
     pub async fn start(config: &Path, log: Option<&Path>) -> Self {
+        Self::start_with(&["serve"], config, log, &[]).await
+    }
+
+    /// Starts `wharf <command...> --config CONFIG` with extra environment variables and waits
+    /// for its first stdout line (`serve` prints its addresses, `worker` its worker count).
+    pub async fn start_with(
+        command: &[&str],
+        config: &Path,
+        log: Option<&Path>,
+        env: &[(&str, &str)],
+    ) -> Self {
         use std::process::Stdio;
         use tokio::io::AsyncBufReadExt;
         let stderr = match log {
@@ -474,12 +491,15 @@ impl ServeProcess {
             None => Stdio::null(),
         };
         let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_wharf"))
-            .args(["serve", "--config"])
+            .args(command)
+            .arg("--config")
             .arg(config)
             .env_remove("WHARF_DATABASE_URL")
             .env_remove("DATABASE_URL")
+            .env_remove("WHARF_FAILPOINTS")
             .env("RUST_LOG", if log.is_some() { "info" } else { "warn" })
             .env("WHARF_LOG_FORMAT", "json")
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(stderr)
             .kill_on_drop(true)
@@ -489,12 +509,23 @@ impl ServeProcess {
         let mut lines = tokio::io::BufReader::new(stdout).lines();
         let line = tokio::time::timeout(std::time::Duration::from_secs(60), lines.next_line())
             .await
-            .expect("wharf serve starts within a minute")
+            .expect("wharf starts within a minute")
             .unwrap()
-            .expect("a line with the bound address");
+            .expect("a first line on stdout");
         let started: serde_json::Value = serde_json::from_str(&line).expect("json line");
-        let base = format!("http://{}", started["listening"].as_str().unwrap());
+        let base = started["listening"]
+            .as_str()
+            .map(|a| format!("http://{a}"))
+            .unwrap_or_default();
         Self { child, base }
+    }
+
+    /// Waits for the process to end on its own (a failpoint) and returns how it ended.
+    pub async fn wait_exit(mut self, within: std::time::Duration) -> std::process::ExitStatus {
+        tokio::time::timeout(within, self.child.wait())
+            .await
+            .expect("the process ends in time")
+            .unwrap()
     }
 
     /// SIGTERM, then waits for the graceful exit.

@@ -1,0 +1,300 @@
+//! The delivery relay: sends the `deliveries` rows workers commit with each processed event
+//! to their sinks, and marks them sent. At least once: a row is marked only after the sink
+//! took it (HTTP 2xx, or the JetStream acknowledgement), so a crash in between sends it
+//! again, with the same idempotency key (the inbox id) for the receiver to deduplicate.
+//!
+//! - `http`: `POST` of the verified event document as received, with `Idempotency-Key`,
+//!   `Wharf-Event-Id`, `Wharf-Event-Type` and `Wharf-Endpoint` headers. Any answer but 2xx,
+//!   a connection error or the route's timeout is a failed attempt.
+//! - `nats`: a JetStream publish to the route's subject with `Nats-Msg-Id: <inbox_id>`.
+//!
+//! Failed attempts back off exponentially with full jitter; after the route's `max_attempts`
+//! the row is `FAILED` (see `wharf events show`, and `wharf events replay` to retry).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use sqlx::Row;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::config::SinkKind;
+use crate::failpoint;
+use crate::processing::{MIN_IDLE, Processing, redact_db, wait_for_work};
+
+const BATCH: i64 = 32;
+/// A claimed delivery is hidden from other relays for its timeout plus this margin.
+const LEASE_MARGIN: Duration = Duration::from_secs(5);
+
+struct Claimed {
+    delivery_id: Uuid,
+    inbox_id: Uuid,
+    sink: String,
+    target: String,
+    attempt: i32,
+    max_attempts: i32,
+    endpoint_id: String,
+    event_id: String,
+    event_type: String,
+    body: Option<Vec<u8>>,
+}
+
+pub struct DeliveryRelay {
+    processing: Arc<Processing>,
+    http: reqwest::Client,
+}
+
+impl DeliveryRelay {
+    pub fn new(processing: Arc<Processing>) -> Self {
+        Self {
+            processing,
+            http: reqwest::Client::builder()
+                .user_agent(concat!("wharf/", env!("CARGO_PKG_VERSION")))
+                .build()
+                .expect("HTTP client with default settings"),
+        }
+    }
+
+    pub async fn run(self, cancel: CancellationToken) -> anyhow::Result<()> {
+        let p = &self.processing;
+        let mut idle = MIN_IDLE;
+        while !cancel.is_cancelled() {
+            match self.execute(&cancel).await {
+                Ok(n) if n > 0 => {
+                    idle = MIN_IDLE;
+                    continue;
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %format!("{e:#}"), "delivery relay: cannot claim"),
+            }
+            if !wait_for_work(&p.signals.deliveries, &mut idle, p.idle_poll(), &cancel).await {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Claims one batch of due deliveries and sends them concurrently; returns how many were
+    /// claimed.
+    pub async fn try_execute(&self) -> anyhow::Result<usize> {
+        self.execute(&CancellationToken::new()).await
+    }
+
+    async fn execute(&self, cancel: &CancellationToken) -> anyhow::Result<usize> {
+        let claimed = self.claim().await?;
+        let n = claimed.len();
+        futures::future::join_all(claimed.into_iter().map(|d| self.deliver(d, cancel))).await;
+        Ok(n)
+    }
+
+    async fn claim(&self) -> anyhow::Result<Vec<Claimed>> {
+        let p = &self.processing;
+        let lease = self.longest_timeout() + LEASE_MARGIN;
+        let rows = sqlx::query(
+            "WITH due AS (
+                 SELECT delivery_id FROM deliveries
+                 WHERE status = 'PENDING' AND next_attempt_at <= now()
+                 ORDER BY next_attempt_at
+                 LIMIT $1
+                 FOR UPDATE SKIP LOCKED
+             ), claimed AS (
+                 UPDATE deliveries AS d
+                 SET attempt_count = d.attempt_count + 1,
+                     next_attempt_at = now() + make_interval(secs => $2)
+                 FROM due WHERE d.delivery_id = due.delivery_id
+                 RETURNING d.delivery_id, d.inbox_id, d.sink, d.target, d.attempt_count,
+                           d.max_attempts
+             )
+             SELECT c.delivery_id, c.inbox_id, c.sink, c.target, c.attempt_count,
+                    c.max_attempts, i.endpoint_id, i.provider_event_id, i.event_type, pl.body
+             FROM claimed c
+             JOIN webhook_inbox i ON i.inbox_id = c.inbox_id
+             LEFT JOIN webhook_payloads pl ON pl.payload_ref = i.raw_payload_ref",
+        )
+        .bind(BATCH)
+        .bind(lease.as_secs_f64())
+        .fetch_all(&p.pool)
+        .await
+        .map_err(|e| anyhow::anyhow!(redact_db(&e)))?;
+        Ok(rows
+            .into_iter()
+            .map(|r| Claimed {
+                delivery_id: r.get(0),
+                inbox_id: r.get(1),
+                sink: r.get(2),
+                target: r.get(3),
+                attempt: r.get(4),
+                max_attempts: r.get(5),
+                endpoint_id: r.get(6),
+                event_id: r.get(7),
+                event_type: r.get(8),
+                body: r.get(9),
+            })
+            .collect())
+    }
+
+    fn longest_timeout(&self) -> Duration {
+        let routes = &self.processing.config.routes;
+        Duration::from_millis(routes.iter().map(|r| r.timeout_ms).max().unwrap_or(10_000))
+    }
+
+    /// The timeout of the route this delivery came from; a route since removed from the
+    /// config still gets its row sent, with the default timeout.
+    fn timeout_for(&self, sink: &str, target: &str) -> Duration {
+        let route = self
+            .processing
+            .config
+            .routes
+            .iter()
+            .find(|r| r.sink.as_str() == sink && r.target() == target);
+        Duration::from_millis(route.map_or(10_000, |r| r.timeout_ms))
+    }
+
+    async fn deliver(&self, d: Claimed, cancel: &CancellationToken) {
+        let p = &self.processing;
+        let result = tokio::select! {
+            r = self.send(&d) => r,
+            _ = cancel.cancelled() => {
+                self.release(&d).await;
+                return;
+            }
+        };
+        let outcome = match result {
+            Ok(()) => {
+                failpoint::hit(failpoint::DELIVERY_AFTER_SEND);
+                self.mark(&d, "SENT", None, Duration::ZERO).await;
+                "sent"
+            }
+            Err(Failure::Permanent(e)) => {
+                self.mark(&d, "FAILED", Some(&e), Duration::ZERO).await;
+                "failed"
+            }
+            Err(Failure::Transient(e)) if d.attempt >= d.max_attempts => {
+                self.mark(&d, "FAILED", Some(&e), Duration::ZERO).await;
+                "failed"
+            }
+            Err(Failure::Transient(e)) => {
+                self.mark(&d, "PENDING", Some(&e), p.backoff(d.attempt))
+                    .await;
+                "retry"
+            }
+        };
+        p.metrics.delivery(&d.sink, outcome);
+        if outcome != "sent" {
+            tracing::warn!(
+                delivery_id = %d.delivery_id,
+                inbox_id = %d.inbox_id,
+                sink = %d.sink,
+                attempt = d.attempt,
+                outcome,
+                "delivery attempt failed"
+            );
+        }
+    }
+
+    async fn send(&self, d: &Claimed) -> Result<(), Failure> {
+        let Some(body) = &d.body else {
+            return Err(Failure::Permanent(
+                "payload no longer stored (past retention)".into(),
+            ));
+        };
+        let timeout = self.timeout_for(&d.sink, &d.target);
+        let key = d.inbox_id.to_string();
+        let headers = [
+            ("Wharf-Event-Id", d.event_id.as_str()),
+            ("Wharf-Event-Type", d.event_type.as_str()),
+            ("Wharf-Endpoint", d.endpoint_id.as_str()),
+        ];
+        match d.sink.as_str() {
+            s if s == SinkKind::Http.as_str() => {
+                let mut request = self
+                    .http
+                    .post(&d.target)
+                    .timeout(timeout)
+                    .header("content-type", "application/json")
+                    .header("idempotency-key", &key)
+                    .body(body.clone());
+                for (name, value) in headers {
+                    // Provider text that is not a valid header value is left out.
+                    if http::HeaderValue::from_str(value).is_ok() {
+                        request = request.header(name, value);
+                    }
+                }
+                let response = request.send().await.map_err(|e| {
+                    Failure::Transient(if e.is_timeout() {
+                        format!("no answer within {timeout:?}")
+                    } else if e.is_connect() {
+                        "connection failed".into()
+                    } else {
+                        "request failed".into()
+                    })
+                })?;
+                let status = response.status();
+                if status.is_success() {
+                    Ok(())
+                } else {
+                    Err(Failure::Transient(format!(
+                        "answered HTTP {}",
+                        status.as_u16()
+                    )))
+                }
+            }
+            s if s == SinkKind::Nats.as_str() => {
+                let nats = self.processing.nats.as_ref().ok_or_else(|| {
+                    Failure::Transient("no [nats] configured on this host".into())
+                })?;
+                nats.publish(
+                    d.target.clone(),
+                    &key,
+                    &headers,
+                    Bytes::from(body.clone()),
+                    timeout,
+                )
+                .await
+                .map_err(|e| Failure::Transient(format!("{e:#}")))
+            }
+            other => Err(Failure::Permanent(format!("unknown sink {other:?}"))),
+        }
+    }
+
+    /// Records the attempt's result, if the claim is still ours.
+    async fn mark(&self, d: &Claimed, status: &str, error: Option<&str>, delay: Duration) {
+        let result = sqlx::query(
+            "UPDATE deliveries
+             SET status = $3, last_error = $4,
+                 sent_at = CASE WHEN $3 = 'SENT' THEN now() END,
+                 next_attempt_at = now() + make_interval(secs => $5)
+             WHERE delivery_id = $1 AND attempt_count = $2 AND status = 'PENDING'",
+        )
+        .bind(d.delivery_id)
+        .bind(d.attempt)
+        .bind(status)
+        .bind(error)
+        .bind(delay.as_secs_f64())
+        .execute(&self.processing.pool)
+        .await;
+        if let Err(e) = result {
+            // The claim expires and the delivery is attempted again.
+            tracing::warn!(delivery_id = %d.delivery_id, error = %redact_db(&e),
+                "recording a delivery attempt failed");
+        }
+    }
+
+    /// Gives back a claim interrupted by shutdown, as if never taken.
+    async fn release(&self, d: &Claimed) {
+        let _ = sqlx::query(
+            "UPDATE deliveries SET attempt_count = attempt_count - 1, next_attempt_at = now()
+             WHERE delivery_id = $1 AND attempt_count = $2 AND status = 'PENDING'",
+        )
+        .bind(d.delivery_id)
+        .bind(d.attempt)
+        .execute(&self.processing.pool)
+        .await;
+    }
+}
+
+enum Failure {
+    Transient(String),
+    Permanent(String),
+}

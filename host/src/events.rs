@@ -1,0 +1,169 @@
+//! Operator queries behind `wharf events list|show|replay`. Diagnostics are the redacted
+//! `last_error` texts the workers and relays wrote; payloads are shown only when asked.
+
+use base64::Engine as _;
+use serde::Serialize;
+use sqlx::PgPool;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    pub status: Option<String>,
+    pub endpoint: Option<String>,
+    pub limit: i64,
+}
+
+#[derive(Debug, Serialize, sqlx::FromRow)]
+pub struct Summary {
+    pub inbox_id: Uuid,
+    pub status: String,
+    pub endpoint_id: String,
+    pub event_type: String,
+    pub provider_event_id: String,
+    pub attempt_count: i32,
+    #[serde(with = "time::serde::rfc3339")]
+    pub received_at: OffsetDateTime,
+    pub last_error: Option<String>,
+}
+
+pub const STATUSES: [&str; 4] = ["PENDING", "PROCESSING", "PROCESSED", "FAILED"];
+
+pub fn check_status(status: &str) -> anyhow::Result<String> {
+    let upper = status.to_ascii_uppercase();
+    anyhow::ensure!(
+        STATUSES.contains(&upper.as_str()),
+        "status must be one of {}",
+        STATUSES.join(", ")
+    );
+    Ok(upper)
+}
+
+/// Newest first.
+pub async fn list(pool: &PgPool, filter: &Filter) -> anyhow::Result<Vec<Summary>> {
+    Ok(sqlx::query_as(
+        "SELECT inbox_id, status, endpoint_id, event_type, provider_event_id, attempt_count,
+                received_at, last_error
+         FROM webhook_inbox
+         WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR endpoint_id = $2)
+         ORDER BY received_at DESC
+         LIMIT $3",
+    )
+    .bind(&filter.status)
+    .bind(&filter.endpoint)
+    .bind(filter.limit)
+    .fetch_all(pool)
+    .await?)
+}
+
+/// Everything known about one event, as JSON; the payload only with `with_payload`.
+pub async fn show(
+    pool: &PgPool,
+    inbox_id: Uuid,
+    with_payload: bool,
+) -> anyhow::Result<Option<serde_json::Value>> {
+    let event: Option<serde_json::Value> = sqlx::query_scalar(
+        "SELECT to_jsonb(e) FROM (
+             SELECT inbox_id, provider, endpoint_id, provider_event_id, event_type, object_id,
+                    object_version_kind, object_version, provider_created_at, received_at,
+                    encode(payload_hash, 'hex') AS payload_sha256, matched_secret_version,
+                    status, outcome, attempt_count, next_attempt_at, lease_until, processed_at,
+                    last_error
+             FROM webhook_inbox WHERE inbox_id = $1) e",
+    )
+    .bind(inbox_id)
+    .fetch_optional(pool)
+    .await?;
+    let Some(mut event) = event else {
+        return Ok(None);
+    };
+    let deliveries: serde_json::Value = sqlx::query_scalar(
+        "SELECT coalesce(jsonb_agg(to_jsonb(d) ORDER BY d.created_at), '[]'::jsonb) FROM (
+             SELECT delivery_id, sink, target, status, attempt_count, max_attempts,
+                    next_attempt_at, last_error, created_at, sent_at
+             FROM deliveries WHERE inbox_id = $1) d",
+    )
+    .bind(inbox_id)
+    .fetch_one(pool)
+    .await?;
+    event["deliveries"] = deliveries;
+    let processed: Option<serde_json::Value> = sqlx::query_scalar(
+        "SELECT to_jsonb(p) FROM (SELECT outcome, processed_at FROM processed_events
+                                 WHERE inbox_id = $1) p",
+    )
+    .bind(inbox_id)
+    .fetch_optional(pool)
+    .await?;
+    event["processed_marker"] = processed.unwrap_or(serde_json::Value::Null);
+    if with_payload {
+        let body: Option<Vec<u8>> = sqlx::query_scalar(
+            "SELECT p.body FROM webhook_payloads p JOIN webhook_inbox i
+             ON i.raw_payload_ref = p.payload_ref WHERE i.inbox_id = $1",
+        )
+        .bind(inbox_id)
+        .fetch_optional(pool)
+        .await?;
+        event["payload"] = match body {
+            None => serde_json::Value::Null,
+            Some(bytes) => match String::from_utf8(bytes) {
+                Ok(text) => serde_json::json!({ "utf8": text }),
+                Err(e) => serde_json::json!({
+                    "base64": base64::engine::general_purpose::STANDARD.encode(e.as_bytes())
+                }),
+            },
+        };
+    }
+    Ok(Some(event))
+}
+
+/// What a replay changed.
+#[derive(Debug, Default, Serialize, PartialEq, Eq)]
+pub struct Replayed {
+    pub events: u64,
+    pub deliveries: u64,
+}
+
+/// Requeues events for processing with fresh attempts, and their `FAILED` deliveries (all
+/// of their deliveries with `resend`). An event already applied is not applied again: the
+/// worker finds its `processed_events` marker and only re-plans deliveries. Events being
+/// processed right now are left alone.
+pub async fn replay(pool: &PgPool, ids: &[Uuid], resend: bool) -> anyhow::Result<Replayed> {
+    let mut tx = pool.begin().await?;
+    let events = sqlx::query(
+        "UPDATE webhook_inbox
+         SET status = 'PENDING', attempt_count = 0, next_attempt_at = now(), lease_until = NULL,
+             last_error = NULL
+         WHERE inbox_id = ANY($1) AND status <> 'PROCESSING'",
+    )
+    .bind(ids)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    let deliveries = sqlx::query(
+        "UPDATE deliveries
+         SET status = 'PENDING', attempt_count = 0, next_attempt_at = now(), sent_at = NULL
+         WHERE inbox_id = ANY($1) AND (status = 'FAILED' OR ($2 AND status = 'SENT'))",
+    )
+    .bind(ids)
+    .bind(resend)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    tx.commit().await?;
+    Ok(Replayed { events, deliveries })
+}
+
+/// The ids a filter selects (for replay by filter), oldest first.
+pub async fn ids(pool: &PgPool, filter: &Filter) -> anyhow::Result<Vec<Uuid>> {
+    Ok(sqlx::query_scalar(
+        "SELECT inbox_id FROM webhook_inbox
+         WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR endpoint_id = $2)
+         ORDER BY received_at
+         LIMIT $3",
+    )
+    .bind(&filter.status)
+    .bind(&filter.endpoint)
+    .bind(filter.limit)
+    .fetch_all(pool)
+    .await?)
+}

@@ -1,0 +1,196 @@
+//! The one NATS JetStream connection of a process: the `nats` delivery sink and the
+//! accepted-events feed publish through it, each message with a `Nats-Msg-Id` so the
+//! stream drops a resend inside its duplicate window, and each waits for the stream's
+//! acknowledgement before the caller marks anything sent.
+
+use std::time::Duration;
+
+use async_nats::jetstream;
+use bytes::Bytes;
+use tokio::sync::OnceCell;
+
+use crate::config::NatsConfig;
+
+pub struct Nats {
+    config: NatsConfig,
+    connection: OnceCell<(async_nats::Client, jetstream::Context)>,
+}
+
+impl Nats {
+    /// Connects lazily: a NATS server that is down at start delays publishing (rows wait in
+    /// their outbox), not the receiver.
+    pub fn new(config: NatsConfig) -> Self {
+        Self {
+            config,
+            connection: OnceCell::new(),
+        }
+    }
+
+    async fn context(&self) -> anyhow::Result<&jetstream::Context> {
+        Ok(&self.connection().await?.1)
+    }
+
+    async fn connection(&self) -> anyhow::Result<&(async_nats::Client, jetstream::Context)> {
+        self.connection
+            .get_or_try_init(|| async {
+                let client = async_nats::ConnectOptions::new()
+                    .connection_timeout(self.ack_timeout())
+                    .connect(&self.config.url)
+                    .await
+                    .map_err(|e| anyhow::anyhow!("connecting to NATS: {e}"))?;
+                let mut context = jetstream::new(client.clone());
+                context.set_timeout(self.ack_timeout());
+                Ok((client, context))
+            })
+            .await
+    }
+
+    fn ack_timeout(&self) -> Duration {
+        Duration::from_millis(self.config.ack_timeout_ms)
+    }
+
+    /// Creates the accepted-events stream if it is missing.
+    pub async fn ensure_accepted_stream(&self) -> anyhow::Result<()> {
+        let context = self.context().await?;
+        context
+            .get_or_create_stream(jetstream::stream::Config {
+                name: self.config.accepted_stream.clone(),
+                subjects: vec![format!("{}.>", self.config.accepted_prefix)],
+                max_age: Duration::from_secs(7 * 24 * 3600),
+                duplicate_window: Duration::from_secs(600),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| anyhow::anyhow!("stream {}: {e}", self.config.accepted_stream))?;
+        Ok(())
+    }
+
+    /// Wakes `signal` whenever an accepted-event notice is published by any host, so idle
+    /// workers start at once rather than at their next poll. Retries the connection until
+    /// cancelled; a lost notice only delays work until the next poll.
+    pub async fn wake_on_accepted(
+        &self,
+        signal: &tokio::sync::Notify,
+        cancel: &tokio_util::sync::CancellationToken,
+    ) {
+        use futures::StreamExt as _;
+        while !cancel.is_cancelled() {
+            let subscriber = match self.connection().await {
+                Ok((client, _)) => client
+                    .subscribe(format!("{}.>", self.config.accepted_prefix))
+                    .await
+                    .ok(),
+                Err(_) => None,
+            };
+            let Some(mut subscriber) = subscriber else {
+                tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    _ = tokio::time::sleep(Duration::from_secs(5)) => continue,
+                }
+            };
+            loop {
+                tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    message = subscriber.next() => match message {
+                        Some(_) => signal.notify_one(),
+                        None => break,
+                    },
+                }
+            }
+        }
+    }
+
+    /// The subject an outbox row's notice is published to.
+    pub fn accepted_subject(&self, topic: &str) -> String {
+        format!("{}.{topic}", self.config.accepted_prefix)
+    }
+
+    /// Publishes and waits for the stream's acknowledgement (at most `timeout`).
+    pub async fn publish(
+        &self,
+        subject: String,
+        msg_id: &str,
+        headers: &[(&str, &str)],
+        payload: Bytes,
+        timeout: Duration,
+    ) -> anyhow::Result<()> {
+        let context = self.context().await?;
+        let mut map = async_nats::HeaderMap::new();
+        map.insert("Nats-Msg-Id", msg_id);
+        for (name, value) in headers {
+            map.insert(*name, *value);
+        }
+        let publish = async {
+            let ack = context
+                .publish_with_headers(subject, map, payload)
+                .await
+                .map_err(|e| anyhow::anyhow!("publish: {e}"))?;
+            ack.await
+                .map_err(|e| anyhow::anyhow!("no acknowledgement: {e}"))
+        };
+        tokio::time::timeout(timeout, publish)
+            .await
+            .map_err(|_| anyhow::anyhow!("no acknowledgement within {timeout:?}"))??;
+        Ok(())
+    }
+}
+
+/// The topic of one accepted event (the outbox row's `topic`): `<endpoint>.<event type>`,
+/// published under `[nats] accepted_prefix`.
+pub fn accepted_topic(endpoint_id: &str, event_type: &str) -> String {
+    format!(
+        "{}.{}",
+        subject_tokens(&endpoint_id.replace('.', "_")),
+        subject_tokens(event_type)
+    )
+}
+
+/// A subject to publish to: dot-separated non-empty tokens, no wildcards or whitespace.
+pub fn valid_subject(subject: &str) -> bool {
+    !subject.is_empty()
+        && subject.split('.').all(|token| {
+            !token.is_empty()
+                && token != "*"
+                && token != ">"
+                && !token
+                    .bytes()
+                    .any(|b| b.is_ascii_whitespace() || b.is_ascii_control())
+        })
+}
+
+/// Makes provider text (endpoint ids, event types) safe inside a subject: every character
+/// outside `[A-Za-z0-9_-.]` becomes `_`, and empty tokens become `_`.
+pub fn subject_tokens(text: &str) -> String {
+    let cleaned: String = text
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "_-.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    cleaned
+        .split('.')
+        .map(|t| if t.is_empty() { "_" } else { t })
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subjects() {
+        assert!(valid_subject("wharf.stripe"));
+        assert!(!valid_subject("wharf.*"));
+        assert!(!valid_subject("wharf..x"));
+        assert!(!valid_subject("wharf x"));
+        assert_eq!(subject_tokens("invoice.paid"), "invoice.paid");
+        assert_eq!(subject_tokens("a b.*.>"), "a_b._._");
+        assert_eq!(subject_tokens(".x."), "_.x._");
+        assert!(valid_subject(&subject_tokens("..weird type*")));
+    }
+}

@@ -1,0 +1,143 @@
+//! The outbox relay: publishes the accepted-event notices that ingest commits with each inbox
+//! row (`webhook_outbox`), then marks them published.
+//!
+//! What a notice triggers: with `[nats]` configured, a message on
+//! `<accepted_prefix>.<endpoint>.<event type>` (default prefix
+//! `wharf.accepted`) in the `accepted_stream` (JSON with the inbox id,
+//! endpoint, provider, event id and type; `Nats-Msg-Id` = inbox id). Workers on every host
+//! subscribe to it to wake at once instead of at their next poll, and other systems may
+//! follow it as a feed of accepted events. Without `[nats]` the relay marks rows published as
+//! it finds them: processing never depends on a notice, only on the inbox row.
+//!
+//! A crash between publishing and marking publishes the notice again; the stream's duplicate
+//! window drops the copy, and a copy past it only wakes a worker once more.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use sqlx::Row;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::failpoint;
+use crate::processing::{MIN_IDLE, Processing, redact_db, wait_for_work};
+
+const BATCH: i64 = 256;
+
+pub struct OutboxRelay {
+    processing: Arc<Processing>,
+}
+
+impl OutboxRelay {
+    pub fn new(processing: Arc<Processing>) -> Self {
+        Self { processing }
+    }
+
+    pub async fn run(self, cancel: CancellationToken) -> anyhow::Result<()> {
+        let p = &self.processing;
+        if let Some(nats) = &p.nats {
+            // Not fatal: the stream is created on a later attempt when NATS is back.
+            if let Err(e) = nats.ensure_accepted_stream().await {
+                tracing::warn!(error = %format!("{e:#}"), "accepted-events stream not ready");
+            }
+        }
+        let mut idle = MIN_IDLE;
+        while !cancel.is_cancelled() {
+            match self.try_execute().await {
+                Ok(n) if n > 0 => {
+                    idle = MIN_IDLE;
+                    continue;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(error = %format!("{e:#}"), "outbox relay: publishing failed");
+                    // Wait for at least one poll interval before hammering a broken sink.
+                    idle = p.idle_poll();
+                }
+            }
+            if !wait_for_work(&p.signals.outbox, &mut idle, p.idle_poll(), &cancel).await {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Publishes one batch of unpublished notices, oldest first, and marks them; returns
+    /// how many were marked. Rows are locked (`SKIP LOCKED`) so relays on several hosts
+    /// share the work.
+    pub async fn try_execute(&self) -> anyhow::Result<usize> {
+        let p = &self.processing;
+        let mut tx = p
+            .pool
+            .begin()
+            .await
+            .map_err(|e| anyhow::anyhow!(redact_db(&e)))?;
+        let rows = sqlx::query(
+            "SELECT o.outbox_id, o.topic, i.inbox_id, i.provider, i.endpoint_id,
+                    i.provider_event_id, i.event_type
+             FROM webhook_outbox o JOIN webhook_inbox i USING (inbox_id)
+             WHERE o.published_at IS NULL
+             ORDER BY o.created_at
+             LIMIT $1
+             FOR UPDATE OF o SKIP LOCKED",
+        )
+        .bind(BATCH)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(|e| anyhow::anyhow!(redact_db(&e)))?;
+        if rows.is_empty() {
+            return Ok(0);
+        }
+        let mut published: Vec<Uuid> = Vec::with_capacity(rows.len());
+        let mut failure = None;
+        for row in &rows {
+            let outbox_id: Uuid = row.get(0);
+            if let Some(nats) = &p.nats {
+                let topic: String = row.get(1);
+                let inbox_id: Uuid = row.get(2);
+                let notice = serde_json::json!({
+                    "inbox_id": inbox_id,
+                    "provider": row.get::<String, _>(3),
+                    "endpoint": row.get::<String, _>(4),
+                    "event_id": row.get::<String, _>(5),
+                    "event_type": row.get::<String, _>(6),
+                });
+                let timeout = std::time::Duration::from_millis(
+                    p.config.nats.as_ref().map_or(5000, |n| n.ack_timeout_ms),
+                );
+                let sent = nats
+                    .publish(
+                        nats.accepted_subject(&topic),
+                        &inbox_id.to_string(),
+                        &[],
+                        Bytes::from(notice.to_string()),
+                        timeout,
+                    )
+                    .await;
+                if let Err(e) = sent {
+                    // Keep order: stop at the first failure, mark what went out.
+                    failure = Some(e);
+                    break;
+                }
+                failpoint::hit(failpoint::OUTBOX_AFTER_PUBLISH);
+            }
+            published.push(outbox_id);
+        }
+        sqlx::query("UPDATE webhook_outbox SET published_at = now() WHERE outbox_id = ANY($1)")
+            .bind(&published)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| anyhow::anyhow!(redact_db(&e)))?;
+        tx.commit()
+            .await
+            .map_err(|e| anyhow::anyhow!(redact_db(&e)))?;
+        match failure {
+            Some(e) if published.is_empty() => Err(e),
+            Some(e) => {
+                tracing::warn!(error = %format!("{e:#}"), "outbox relay: publishing stopped early");
+                Ok(published.len())
+            }
+            None => Ok(published.len()),
+        }
+    }
+}

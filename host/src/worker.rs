@@ -1,0 +1,425 @@
+//! Workers: lease due inbox rows, apply the built-in business mutation (the `object_state`
+//! projection) at most once, plan the event's deliveries, and commit all of it together with
+//! `PROCESSED` and the `processed_events` marker in one transaction.
+//!
+//! At most once, even when two workers hold the same event (an expired lease taken over):
+//! both lock the inbox row first, and the second sees the marker the first committed.
+
+use std::sync::Arc;
+
+use sqlx::{Postgres, Row, Transaction};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::config::EndpointConfig;
+use crate::failpoint;
+use crate::processing::{MIN_IDLE, Processing, redact_db, wait_for_work};
+
+/// One claimed inbox row; `attempt` (the attempt count after claiming) is the lease token:
+/// every later update of the row requires it unchanged.
+#[derive(Debug, Clone)]
+pub struct Claim {
+    pub inbox_id: Uuid,
+    pub provider: String,
+    pub endpoint_id: String,
+    pub event_id: String,
+    pub event_type: String,
+    pub object_id: Option<String>,
+    pub version_kind: Option<String>,
+    pub version: Option<i64>,
+    pub payload_ref: Uuid,
+    pub attempt: i32,
+}
+
+/// What processing concluded about one event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The projection moved to this event's version.
+    Applied,
+    /// The projection already holds a newer version; nothing changed.
+    Stale,
+    /// The event names an object but carries no version: the projection is left alone
+    /// rather than ordered by arrival.
+    Unversioned,
+    /// The event names no object.
+    NoObject,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Applied => "applied",
+            Outcome::Stale => "stale",
+            Outcome::Unversioned => "unversioned",
+            Outcome::NoObject => "no_object",
+        }
+    }
+
+    fn parse(s: &str) -> Self {
+        match s {
+            "applied" => Outcome::Applied,
+            "stale" => Outcome::Stale,
+            "unversioned" => Outcome::Unversioned,
+            _ => Outcome::NoObject,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+enum ProcessError {
+    /// Retrying cannot help (unknown endpoint, payload gone): `FAILED` at once.
+    #[error("{0}")]
+    Poison(String),
+    /// Retry with backoff until the endpoint's attempts run out.
+    #[error("{0}")]
+    Transient(String),
+}
+
+impl From<sqlx::Error> for ProcessError {
+    fn from(e: sqlx::Error) -> Self {
+        ProcessError::Transient(redact_db(&e))
+    }
+}
+
+pub struct Worker {
+    processing: Arc<Processing>,
+}
+
+impl Worker {
+    pub fn new(processing: Arc<Processing>) -> Self {
+        Self { processing }
+    }
+
+    /// Claims one batch and processes it; returns how many rows were claimed. Tests drive
+    /// workers through this one step.
+    pub async fn try_execute(&self) -> anyhow::Result<usize> {
+        self.execute(&CancellationToken::new()).await
+    }
+
+    async fn execute(&self, cancel: &CancellationToken) -> anyhow::Result<usize> {
+        let claims = self.claim().await?;
+        let n = claims.len();
+        if n == self.processing.config.worker.batch_size as usize {
+            // A full batch: more is likely due, so let a peer start on it now.
+            self.processing.signals.work.notify_one();
+        }
+        let mut rest = claims.into_iter();
+        for claim in rest.by_ref() {
+            self.process(&claim).await;
+            if cancel.is_cancelled() {
+                break;
+            }
+        }
+        self.release(rest.collect()).await;
+        Ok(n)
+    }
+
+    pub async fn run(self, cancel: CancellationToken) -> anyhow::Result<()> {
+        let max_idle = self.processing.idle_poll();
+        let mut idle = MIN_IDLE;
+        while !cancel.is_cancelled() {
+            match self.execute(&cancel).await {
+                Ok(n) if n > 0 => {
+                    idle = MIN_IDLE;
+                    continue;
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %format!("{e:#}"), "worker: cannot claim events"),
+            }
+            if !wait_for_work(&self.processing.signals.work, &mut idle, max_idle, &cancel).await {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    async fn claim(&self) -> anyhow::Result<Vec<Claim>> {
+        let w = &self.processing.config.worker;
+        let rows = sqlx::query(
+            "UPDATE webhook_inbox AS i
+             SET status = 'PROCESSING', attempt_count = i.attempt_count + 1,
+                 lease_until = now() + make_interval(secs => $2),
+                 next_attempt_at = now() + make_interval(secs => $2)
+             FROM (SELECT inbox_id FROM webhook_inbox
+                   WHERE status IN ('PENDING', 'PROCESSING') AND next_attempt_at <= now()
+                   ORDER BY next_attempt_at
+                   LIMIT $1
+                   FOR UPDATE SKIP LOCKED) AS due
+             WHERE i.inbox_id = due.inbox_id
+             RETURNING i.inbox_id, i.provider, i.endpoint_id, i.provider_event_id, i.event_type,
+                       i.object_id, i.object_version_kind, i.object_version, i.raw_payload_ref,
+                       i.attempt_count",
+        )
+        .bind(i64::from(w.batch_size))
+        .bind(w.lease_secs as f64)
+        .fetch_all(&self.processing.pool)
+        .await?;
+        let mut claims: Vec<Claim> = rows
+            .into_iter()
+            .map(|r| Claim {
+                inbox_id: r.get(0),
+                provider: r.get(1),
+                endpoint_id: r.get(2),
+                event_id: r.get(3),
+                event_type: r.get(4),
+                object_id: r.get(5),
+                version_kind: r.get(6),
+                version: r.get(7),
+                payload_ref: r.get(8),
+                attempt: r.get(9),
+            })
+            .collect();
+        // UPDATE ... RETURNING has no order; process in version order so a batch holding
+        // several versions of one object applies them oldest first.
+        claims.sort_by(|a, b| (&a.object_id, a.version).cmp(&(&b.object_id, b.version)));
+        Ok(claims)
+    }
+
+    async fn process(&self, claim: &Claim) {
+        let p = &self.processing;
+        match self.apply(claim).await {
+            Ok(Some((outcome, deliveries))) => {
+                failpoint::hit(failpoint::WORKER_AFTER_COMMIT);
+                p.metrics.worker_event(outcome.as_str());
+                if deliveries > 0 {
+                    p.signals.deliveries.notify_one();
+                }
+                tracing::debug!(inbox_id = %claim.inbox_id, outcome = outcome.as_str(), "processed");
+            }
+            Ok(None) => {
+                tracing::debug!(inbox_id = %claim.inbox_id, "lease lost; another worker has it");
+            }
+            Err(e) => self.record_failure(claim, e).await,
+        }
+    }
+
+    /// The business transaction. `None` when the lease was lost to another worker.
+    async fn apply(&self, claim: &Claim) -> Result<Option<(Outcome, usize)>, ProcessError> {
+        let p = &self.processing;
+        let Some(endpoint) = p
+            .config
+            .endpoints
+            .iter()
+            .find(|e| e.id == claim.endpoint_id)
+        else {
+            return Err(ProcessError::Poison(format!(
+                "endpoint {:?} is not configured on this worker",
+                claim.endpoint_id
+            )));
+        };
+        let body: Option<Vec<u8>> =
+            sqlx::query_scalar("SELECT body FROM webhook_payloads WHERE payload_ref = $1")
+                .bind(claim.payload_ref)
+                .fetch_optional(&p.pool)
+                .await?;
+        let Some(body) = body else {
+            return Err(ProcessError::Poison(
+                "payload no longer stored (past retention)".into(),
+            ));
+        };
+        let state = json_state(&body);
+
+        let mut tx = p.pool.begin().await?;
+        let current: Option<(String, i32)> = sqlx::query_as(
+            "SELECT status, attempt_count FROM webhook_inbox WHERE inbox_id = $1 FOR UPDATE",
+        )
+        .bind(claim.inbox_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if current != Some(("PROCESSING".to_owned(), claim.attempt)) {
+            return Ok(None);
+        }
+        let done: Option<String> = sqlx::query_scalar(
+            "SELECT outcome FROM processed_events
+             WHERE provider = $1 AND endpoint_id = $2 AND provider_event_id = $3",
+        )
+        .bind(&claim.provider)
+        .bind(&claim.endpoint_id)
+        .bind(&claim.event_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let outcome = match done {
+            // Already applied (a requeue by the reconciler or an operator): only the
+            // deliveries below are re-planned.
+            Some(outcome) => Outcome::parse(&outcome),
+            None => {
+                let outcome = project(&mut tx, claim, state.as_deref()).await?;
+                sqlx::query(
+                    "INSERT INTO processed_events (provider, endpoint_id, provider_event_id, inbox_id, outcome)
+                     VALUES ($1, $2, $3, $4, $5)",
+                )
+                .bind(&claim.provider)
+                .bind(&claim.endpoint_id)
+                .bind(&claim.event_id)
+                .bind(claim.inbox_id)
+                .bind(outcome.as_str())
+                .execute(&mut *tx)
+                .await?;
+                outcome
+            }
+        };
+        let planned = plan_deliveries(&mut tx, p, endpoint, claim).await?;
+        sqlx::query(
+            "UPDATE webhook_inbox
+             SET status = 'PROCESSED', outcome = $2, processed_at = now(), lease_until = NULL,
+                 last_error = NULL, deliveries_planned = $3
+             WHERE inbox_id = $1",
+        )
+        .bind(claim.inbox_id)
+        .bind(outcome.as_str())
+        .bind(planned as i32)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(Some((outcome, planned)))
+    }
+
+    /// Back to `PENDING` with backoff, or `FAILED` when poisoned or out of attempts. If this
+    /// update fails too, the lease expires and the event is claimed again.
+    async fn record_failure(&self, claim: &Claim, error: ProcessError) {
+        let p = &self.processing;
+        let max_attempts = p.config.max_attempts(&claim.endpoint_id) as i32;
+        let failed = matches!(error, ProcessError::Poison(_)) || claim.attempt >= max_attempts;
+        let delay = p.backoff(claim.attempt);
+        let message = error.to_string();
+        let result = sqlx::query(
+            "UPDATE webhook_inbox
+             SET status = CASE WHEN $3 THEN 'FAILED' ELSE 'PENDING' END,
+                 next_attempt_at = now() + make_interval(secs => $4),
+                 lease_until = NULL, last_error = $5
+             WHERE inbox_id = $1 AND status = 'PROCESSING' AND attempt_count = $2",
+        )
+        .bind(claim.inbox_id)
+        .bind(claim.attempt)
+        .bind(failed)
+        .bind(delay.as_secs_f64())
+        .bind(&message)
+        .execute(&p.pool)
+        .await;
+        let outcome = if failed { "failed" } else { "retry" };
+        p.metrics.worker_event(outcome);
+        tracing::warn!(
+            inbox_id = %claim.inbox_id,
+            endpoint = %claim.endpoint_id,
+            attempt = claim.attempt,
+            outcome,
+            error = %message,
+            recorded = result.is_ok(),
+            "event processing failed"
+        );
+    }
+
+    /// Gives back claims not started (on shutdown), as if never taken.
+    async fn release(&self, claims: Vec<Claim>) {
+        if claims.is_empty() {
+            return;
+        }
+        let ids: Vec<Uuid> = claims.iter().map(|c| c.inbox_id).collect();
+        let attempts: Vec<i32> = claims.iter().map(|c| c.attempt).collect();
+        let result = sqlx::query(
+            "UPDATE webhook_inbox AS i
+             SET status = 'PENDING', attempt_count = i.attempt_count - 1,
+                 next_attempt_at = now(), lease_until = NULL
+             FROM unnest($1::uuid[], $2::int[]) AS c(inbox_id, attempt)
+             WHERE i.inbox_id = c.inbox_id AND i.status = 'PROCESSING'
+               AND i.attempt_count = c.attempt",
+        )
+        .bind(&ids)
+        .bind(&attempts)
+        .execute(&self.processing.pool)
+        .await;
+        if let Err(e) = result {
+            // The leases expire instead.
+            tracing::warn!(error = %redact_db(&e), released = ids.len(), "releasing claims failed");
+        }
+    }
+}
+
+/// The event document stored in the projection: the payload when it is JSON that Postgres
+/// can hold (`jsonb` refuses `\u0000`), otherwise none.
+fn json_state(body: &[u8]) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let text = value.to_string();
+    (!text.contains("\\u0000")).then_some(text)
+}
+
+/// The built-in mutation: move the object's projection forward if this event is newer.
+/// `sequence` versions compare as numbers (equal is stale); `created_at` versions compare as
+/// (created, event id), so two events created in the same second still have one order.
+async fn project(
+    tx: &mut Transaction<'_, Postgres>,
+    claim: &Claim,
+    state: Option<&str>,
+) -> Result<Outcome, sqlx::Error> {
+    let Some(object_id) = &claim.object_id else {
+        return Ok(Outcome::NoObject);
+    };
+    let (Some(kind), Some(version)) = (&claim.version_kind, claim.version) else {
+        return Ok(Outcome::Unversioned);
+    };
+    let applied: Option<i32> = sqlx::query_scalar(
+        "INSERT INTO object_state AS o (provider, endpoint_id, object_id, version_kind,
+             object_version, event_id, event_type, state, inbox_id, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, now())
+         ON CONFLICT (provider, endpoint_id, object_id) DO UPDATE
+         SET version_kind = EXCLUDED.version_kind, object_version = EXCLUDED.object_version,
+             event_id = EXCLUDED.event_id, event_type = EXCLUDED.event_type,
+             state = EXCLUDED.state, inbox_id = EXCLUDED.inbox_id, updated_at = now()
+         WHERE o.object_version < EXCLUDED.object_version
+            OR (EXCLUDED.version_kind = 'created_at'
+                AND o.object_version = EXCLUDED.object_version
+                AND o.event_id < EXCLUDED.event_id)
+         RETURNING 1",
+    )
+    .bind(&claim.provider)
+    .bind(&claim.endpoint_id)
+    .bind(object_id)
+    .bind(kind)
+    .bind(version)
+    .bind(&claim.event_id)
+    .bind(&claim.event_type)
+    .bind(state)
+    .bind(claim.inbox_id)
+    .fetch_optional(&mut **tx)
+    .await?;
+    Ok(if applied.is_some() {
+        Outcome::Applied
+    } else {
+        Outcome::Stale
+    })
+}
+
+/// One deliveries row per matching route; a re-run adds only what is missing.
+async fn plan_deliveries(
+    tx: &mut Transaction<'_, Postgres>,
+    p: &Processing,
+    endpoint: &EndpointConfig,
+    claim: &Claim,
+) -> Result<usize, sqlx::Error> {
+    // Two routes to the same target are one delivery.
+    let mut targets: Vec<_> = p
+        .config
+        .routes
+        .iter()
+        .filter(|r| r.matches(&endpoint.id, &claim.event_type))
+        .map(|r| (r.sink.as_str(), r.target(), r.max_attempts))
+        .collect();
+    targets.sort();
+    targets.dedup_by(|a, b| (a.0, a.1) == (b.0, b.1));
+    for (sink, target, max_attempts) in &targets {
+        sqlx::query(
+            "INSERT INTO deliveries (delivery_id, inbox_id, sink, target, max_attempts)
+             VALUES ($1, $2, $3, $4, $5)
+             ON CONFLICT ON CONSTRAINT deliveries_once_per_target DO NOTHING",
+        )
+        .bind(Uuid::now_v7())
+        .bind(claim.inbox_id)
+        .bind(sink)
+        .bind(target)
+        .bind(*max_attempts as i32)
+        .execute(&mut **tx)
+        .await?;
+    }
+    let planned = targets.len();
+    Ok(planned)
+}

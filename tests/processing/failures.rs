@@ -1,0 +1,166 @@
+//! Downstream failures and poison events: retried with backoff, `FAILED` with a redacted
+//! diagnostic when retrying cannot help, replayable after a fix.
+
+use std::time::Duration;
+
+use wharf::config::Config;
+use wharf::server::ProcessingHost;
+
+use crate::common::*;
+use crate::support::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_downstream_answering_500_then_200_gets_the_event_twice_with_one_key() {
+    let receiver = Receiver::start(Behaviour {
+        script: [(500, Duration::ZERO)].into(),
+        then: (200, Duration::ZERO),
+    })
+    .await;
+    let app = app()
+        .toml(&worker_toml(2))
+        .toml(&http_route(&receiver.url, ""))
+        .spawn()
+        .await;
+    let (headers, body) = signed_stripe("evt_500_then_200");
+    assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
+    converged(&app.db).await;
+    let (attempts, error): (i32, Option<String>) =
+        sqlx::query_as("SELECT attempt_count, last_error FROM deliveries")
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    assert_eq!(attempts, 2);
+    assert_eq!(error, None);
+    let received = receiver.received();
+    assert_eq!(received.len(), 2);
+    assert_eq!(received[0].idempotency_key, received[1].idempotency_key);
+    app.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_downstream_that_never_answers_in_time_ends_failed() {
+    let receiver = Receiver::start(Behaviour {
+        script: Default::default(),
+        then: (200, Duration::from_secs(5)),
+    })
+    .await;
+    let app = app()
+        .toml(&worker_toml(2))
+        .toml(&http_route(
+            &receiver.url,
+            "timeout_ms = 200\nmax_attempts = 3",
+        ))
+        .spawn()
+        .await;
+    let (headers, body) = signed_stripe("evt_timeout");
+    assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
+    eventually("the delivery FAILED", || async {
+        scalar_i64(
+            &app.db,
+            "SELECT count(*) FROM deliveries WHERE status = 'FAILED'",
+        )
+        .await
+            == 1
+    })
+    .await;
+    let (attempts, error): (i32, String) =
+        sqlx::query_as("SELECT attempt_count, last_error FROM deliveries")
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    assert_eq!(attempts, 3);
+    assert_eq!(error, "no answer within 200ms");
+    // The event itself was processed; only its delivery failed.
+    assert_eq!(
+        scalar_i64(
+            &app.db,
+            "SELECT count(*) FROM webhook_inbox WHERE status = 'PROCESSED'"
+        )
+        .await,
+        1
+    );
+    app.shutdown().await;
+}
+
+/// The stripe endpoint removed from a copy of the config: a worker there cannot process it.
+fn without_stripe_endpoint(config: &std::path::Path) -> std::path::PathBuf {
+    let text = std::fs::read_to_string(config).unwrap();
+    let block = "[[endpoint]]\nid = \"stripe\"\nadapter = \"stripe\"\nsecret = \"stripe\"\n";
+    assert!(text.contains(block));
+    let broken = config.with_file_name("broken.toml");
+    std::fs::write(&broken, text.replace(block, "")).unwrap();
+    broken
+}
+
+fn wharf(args: &[&str], config: &std::path::Path) -> String {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_wharf"))
+        .args(["events", "--config"])
+        .arg(config)
+        .args(args)
+        .env_remove("WHARF_DATABASE_URL")
+        .env_remove("DATABASE_URL")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "wharf events {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poison_event_ends_failed_and_is_replayed_after_the_fix() {
+    let app = app().toml(&worker_toml(0)).spawn().await;
+    let config = app.config.config_path.clone();
+    let broken = ProcessingHost::start(Config::load(&without_stripe_endpoint(&config)).unwrap(), 1)
+        .await
+        .unwrap();
+    let (headers, body) = signed_stripe("evt_poison");
+    let answer = app.post("stripe", &refs(&headers), body.clone()).await;
+    assert_eq!(answer.status, 200);
+    let inbox_id = answer.json["inbox_id"].as_str().unwrap().to_owned();
+    eventually("the event FAILED", || async {
+        scalar_i64(
+            &app.db,
+            "SELECT count(*) FROM webhook_inbox WHERE status = 'FAILED'",
+        )
+        .await
+            == 1
+    })
+    .await;
+    broken.shutdown().await.unwrap();
+
+    // The operator finds it, with a diagnostic and no payload.
+    let listed = wharf(&["list", "--status", "failed"], &config);
+    assert!(listed.contains(&inbox_id), "{listed}");
+    let shown: serde_json::Value =
+        serde_json::from_str(&wharf(&["show", &inbox_id], &config)).unwrap();
+    assert_eq!(shown["status"], "FAILED");
+    assert_eq!(shown["attempt_count"], 1, "poison: no retries");
+    assert_eq!(
+        shown["last_error"],
+        "endpoint \"stripe\" is not configured on this worker"
+    );
+    assert!(shown.get("payload").is_none());
+    assert!(
+        !shown.to_string().contains("amount"),
+        "no payload unless asked"
+    );
+    let with_payload: serde_json::Value =
+        serde_json::from_str(&wharf(&["show", &inbox_id, "--payload"], &config)).unwrap();
+    assert_eq!(with_payload["payload"]["utf8"], body.as_str());
+
+    // After the fix (a worker with the right config), a replay processes it.
+    let fixed = ProcessingHost::start(Config::load(&config).unwrap(), 1)
+        .await
+        .unwrap();
+    let replayed: serde_json::Value =
+        serde_json::from_str(&wharf(&["replay", &inbox_id], &config)).unwrap();
+    assert_eq!(replayed["events"], 1);
+    converged(&app.db).await;
+    assert_eq!(app.count("processed_events").await, 1);
+    assert_eq!(app.count("object_state").await, 1);
+    fixed.shutdown().await.unwrap();
+    app.shutdown().await;
+}

@@ -1,0 +1,14 @@
+//! Black-box tests of processing: workers, the projection, deliveries through the outbox,
+//! crash recovery and the operator commands, against real Postgres, NATS and HTTP.
+
+#[path = "../ingest/common.rs"]
+mod common;
+mod support;
+
+mod backlog;
+mod crash;
+mod failures;
+mod nats;
+mod once;
+mod operators;
+mod ordering;

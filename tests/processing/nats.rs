@@ -1,0 +1,73 @@
+//! The `nats` sink: a JetStream publish with `Nats-Msg-Id: <inbox_id>`, acknowledged by the
+//! stream before the delivery is marked sent; resends are dropped by the stream.
+
+use crate::common::*;
+use crate::support::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nats_deliveries_carry_the_inbox_id_and_are_deduplicated() {
+    let scope = NatsScope::new();
+    let subject = format!("{}.deliveries", scope.prefix.trim_end_matches(".accepted"));
+    let stream_name = format!("{}_DELIVERIES", scope.stream);
+    let js = NatsScope::jetstream().await;
+    js.create_stream(async_nats::jetstream::stream::Config {
+        name: stream_name.clone(),
+        subjects: vec![subject.clone()],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+
+    let route = format!(
+        "[[route]]\nendpoint = \"*\"\nevents = [\"payment_intent.*\"]\nsink = \"nats\"\nsubject = \"{subject}\"\n"
+    );
+    let app = app()
+        .toml(&worker_toml(2))
+        .toml(&scope.toml())
+        .toml(&route)
+        .spawn()
+        .await;
+    let (headers, body) = signed_stripe("evt_nats_1");
+    for _ in 0..3 {
+        assert_eq!(
+            app.post("stripe", &refs(&headers), body.clone())
+                .await
+                .status,
+            200
+        );
+    }
+    converged(&app.db).await;
+    let inbox_id: uuid::Uuid = sqlx::query_scalar("SELECT inbox_id FROM webhook_inbox")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+
+    // An operator resends the delivery: the stream drops the copy inside its window.
+    let replayed = wharf::events::replay(&app.db, &[inbox_id], true)
+        .await
+        .unwrap();
+    assert_eq!(replayed.deliveries, 1);
+    converged(&app.db).await;
+    let attempts: i32 = sqlx::query_scalar("SELECT attempt_count FROM deliveries")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(attempts, 1, "a fresh attempt after the replay");
+
+    let mut stream = js.get_stream(&stream_name).await.unwrap();
+    assert_eq!(stream.info().await.unwrap().state.messages, 1);
+    let message = stream.get_raw_message(1).await.unwrap();
+    assert_eq!(
+        message.headers.get("Nats-Msg-Id").map(|v| v.as_str()),
+        Some(inbox_id.to_string().as_str())
+    );
+    assert_eq!(
+        message.headers.get("Wharf-Event-Id").map(|v| v.as_str()),
+        Some("evt_nats_1")
+    );
+    assert_eq!(&message.payload[..], body.as_bytes());
+
+    app.shutdown().await;
+    let _ = js.delete_stream(&stream_name).await;
+    scope.cleanup().await;
+}

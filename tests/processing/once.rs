@@ -1,0 +1,70 @@
+//! Hundreds of concurrent copies of one event: one row, one mutation, one idempotency key.
+
+use crate::common::*;
+use crate::support::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_hundred_copies_apply_once_and_deliver_one_key() {
+    let receiver = Receiver::start(Behaviour::ok()).await;
+    let app = app()
+        .toml(&worker_toml(2))
+        .toml(&http_route(&receiver.url, ""))
+        .spawn()
+        .await;
+    let (headers, body) = signed_stripe("evt_300_copies");
+    let requests = (0..300).map(|_| {
+        let (client, base, headers, body) = (
+            app.client.clone(),
+            app.base.clone(),
+            headers.clone(),
+            body.clone(),
+        );
+        async move { post(&client, &base, "stripe", &refs(&headers), body.into_bytes()).await }
+    });
+    let answers = futures::future::join_all(requests).await;
+    let mut ids = std::collections::HashSet::new();
+    for answer in &answers {
+        assert_eq!(answer.status, 200, "{:?}", answer.json);
+        ids.insert(answer.json["inbox_id"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(ids.len(), 1, "every copy answers with the one inbox id");
+    let inbox_id = ids.into_iter().next().unwrap();
+
+    converged(&app.db).await;
+    assert_eq!(app.count("webhook_inbox").await, 1);
+    assert_eq!(app.count("processed_events").await, 1);
+    assert_eq!(app.count("object_state").await, 1);
+    assert_eq!(app.count("deliveries").await, 1);
+    let (event_id, state_inbox): (String, uuid::Uuid) =
+        sqlx::query_as("SELECT event_id, inbox_id FROM object_state WHERE object_id = 'pi_123'")
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    assert_eq!(event_id, "evt_300_copies");
+    assert_eq!(state_inbox.to_string(), inbox_id);
+
+    // The mutation ran once: the worker counted one application and nothing else.
+    let metrics = app
+        .client
+        .get(format!("{}/metrics", app.admin))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains(r#"wharf_worker_events_total{outcome="applied"} 1"#),
+        "{metrics}"
+    );
+    assert!(!metrics.contains(r#"outcome="stale""#), "{metrics}");
+
+    let received = receiver.received();
+    assert!(!received.is_empty());
+    for r in &received {
+        assert_eq!(r.idempotency_key, inbox_id);
+        assert_eq!(r.event_id, "evt_300_copies");
+        assert_eq!(r.body, body.as_bytes(), "the verified event as received");
+    }
+    app.shutdown().await;
+}
