@@ -34,6 +34,15 @@ async fn saturated_workers_stopped_and_restarted_while_ingest_continues() {
         if n == 100 {
             let exit = worker.take().unwrap().stop().await;
             assert!(exit.success(), "graceful stop: {exit:?}");
+            // A graceful stop finishes or gives back what it held: no lease left to expire.
+            let held = scalar_i64(
+                &app.db,
+                "SELECT (SELECT count(*) FROM webhook_inbox WHERE status = 'PROCESSING')
+                      + (SELECT count(*) FROM deliveries
+                         WHERE status = 'PENDING' AND next_attempt_at > now() + interval '2 seconds')",
+            )
+            .await;
+            assert_eq!(held, 0, "claims released on shutdown");
         }
         if n == 200 {
             worker = Some(ServeProcess::start_with(&["worker"], &config, None, &[]).await);

@@ -164,3 +164,59 @@ async fn a_poison_event_ends_failed_and_is_replayed_after_the_fix() {
     fixed.shutdown().await.unwrap();
     app.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transient_failures_back_off_until_the_endpoint_attempts_run_out() {
+    let app = app()
+        .endpoints(
+            "[[endpoint]]\nid = \"stripe-strict\"\nadapter = \"stripe\"\nsecret = \"stripe\"\nmax_attempts = 3\n",
+        )
+        .toml(&worker_toml(1))
+        .spawn()
+        .await;
+    // The business mutation fails inside the database, with a message quoting row data.
+    sqlx::raw_sql(
+        "CREATE FUNCTION fail_projection() RETURNS trigger AS $$
+         BEGIN RAISE EXCEPTION 'refused state %', NEW.state; END $$ LANGUAGE plpgsql;
+         CREATE TRIGGER fail_projection BEFORE INSERT OR UPDATE ON object_state
+         FOR EACH ROW EXECUTE FUNCTION fail_projection();",
+    )
+    .execute(&app.db)
+    .await
+    .unwrap();
+    let (headers, body) = signed_stripe("evt_transient");
+    let answer = app.post("stripe-strict", &refs(&headers), body).await;
+    assert_eq!(answer.status, 200);
+    eventually("the event FAILED after its attempts", || async {
+        scalar_i64(
+            &app.db,
+            "SELECT count(*) FROM webhook_inbox WHERE status = 'FAILED'",
+        )
+        .await
+            == 1
+    })
+    .await;
+    let (attempts, error): (i32, String) =
+        sqlx::query_as("SELECT attempt_count, last_error FROM webhook_inbox")
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    assert_eq!(attempts, 3, "the endpoint's max_attempts");
+    assert_eq!(error, "database error P0001", "redacted: no row data");
+    assert_eq!(
+        app.count("processed_events").await,
+        0,
+        "rolled back each time"
+    );
+
+    sqlx::raw_sql("DROP TRIGGER fail_projection ON object_state")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let id: uuid::Uuid = answer.json["inbox_id"].as_str().unwrap().parse().unwrap();
+    let replayed = wharf::events::replay(&app.db, &[id], false).await.unwrap();
+    assert_eq!(replayed.events, 1);
+    converged(&app.db).await;
+    assert_eq!(app.count("object_state").await, 1);
+    app.shutdown().await;
+}

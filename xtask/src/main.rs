@@ -189,7 +189,7 @@ fn test(args: &[OsString]) -> Result<ExitCode> {
             DEFAULT_TEST_DATABASE_URL.into()
         }
     };
-    ensure_nats();
+    ensure_nats()?;
 
     let mut command = cargo();
     command
@@ -303,22 +303,23 @@ fn ensure_postgres() -> Result {
     ))
 }
 
-/// Best effort: tests that need NATS are expected to cope with its absence.
-fn ensure_nats() {
+/// The processing tests publish to JetStream: start NATS when it does not answer.
+fn ensure_nats() -> Result {
     if answers(NATS_ADDR) {
-        return;
+        return Ok(());
     }
     let server = Path::new("/usr/sbin/nats-server");
     if !server.exists() {
-        warn(&format!(
-            "NATS is not answering on {NATS_ADDR} and {} is missing",
+        return Err(format!(
+            "NATS is not answering on {NATS_ADDR} and {} is missing: install nats-server \
+             (Debian: apt-get install nats-server) or start one with JetStream (-js) there",
             server.display()
-        ));
-        return;
+        )
+        .into());
     }
     println!("xtask: NATS is not answering on {NATS_ADDR}; starting it");
     let _ = fs::create_dir_all("/var/lib/nats-server");
-    let started = run(Command::new("start-stop-daemon")
+    run(Command::new("start-stop-daemon")
         .args(["--start", "--oknodo", "--background", "--exec"])
         .arg(server)
         .args([
@@ -331,15 +332,12 @@ fn ensure_nats() {
             "-sd",
             "/var/lib/nats-server",
         ])
-        .args(["-l", "/var/log/nats-server.log"]));
-    match started {
-        Err(failure) => warn(&failure.to_string()),
-        Ok(()) if wait_for(NATS_ADDR, Duration::from_secs(10)) => {
-            println!("xtask: NATS is answering on {NATS_ADDR}");
-        }
-        Ok(()) => warn(&format!(
-            "NATS did not answer on {NATS_ADDR}; see /var/log/nats-server.log"
-        )),
+        .args(["-l", "/var/log/nats-server.log"]))?;
+    if wait_for(NATS_ADDR, Duration::from_secs(10)) {
+        println!("xtask: NATS is answering on {NATS_ADDR}");
+        Ok(())
+    } else {
+        Err(format!("NATS did not answer on {NATS_ADDR}; see /var/log/nats-server.log").into())
     }
 }
 
