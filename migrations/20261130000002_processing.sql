@@ -56,6 +56,7 @@ CREATE TABLE deliveries (
     CONSTRAINT deliveries_once_per_target UNIQUE (inbox_id, sink, target)
 );
 
-CREATE INDEX deliveries_due ON deliveries (next_attempt_at) WHERE status = 'PENDING';
+-- Each target's relay looks for its own due rows.
+CREATE INDEX deliveries_due ON deliveries (sink, target, next_attempt_at) WHERE status = 'PENDING';
 CREATE INDEX deliveries_by_inbox ON deliveries (inbox_id);
 CREATE INDEX webhook_inbox_by_status ON webhook_inbox (status, received_at);

@@ -23,7 +23,8 @@ use crate::config::SinkKind;
 use crate::failpoint;
 use crate::processing::{MIN_IDLE, Processing, redact_db, wait_for_work};
 
-const BATCH: i64 = 32;
+/// Sends at once, per relay (one relay per target).
+const IN_FLIGHT: usize = 32;
 /// A claimed delivery is hidden from other relays for its timeout plus this margin.
 const LEASE_MARGIN: Duration = Duration::from_secs(5);
 
@@ -40,15 +41,28 @@ struct Claimed {
     body: Option<Vec<u8>>,
 }
 
+/// Which deliveries a relay sends.
+#[derive(Debug, Clone)]
+pub enum Lane {
+    /// One route target: its sink and URL or subject.
+    Target { sink: String, target: String },
+    /// Rows whose target no configured route has (the route was removed or changed).
+    Unrouted,
+    /// Every delivery (a one-off drain).
+    All,
+}
+
 pub struct DeliveryRelay {
     processing: Arc<Processing>,
+    lane: Lane,
     http: reqwest::Client,
 }
 
 impl DeliveryRelay {
-    pub fn new(processing: Arc<Processing>) -> Self {
+    pub fn new(processing: Arc<Processing>, lane: Lane) -> Self {
         Self {
             processing,
+            lane,
             http: reqwest::Client::builder()
                 .user_agent(concat!("wharf/", env!("CARGO_PKG_VERSION")))
                 .build()
@@ -56,45 +70,85 @@ impl DeliveryRelay {
         }
     }
 
+    /// Keeps up to `IN_FLIGHT` sends of its lane going, claiming more as sends finish, so a
+    /// slow delivery never waits for a whole batch.
     pub async fn run(self, cancel: CancellationToken) -> anyhow::Result<()> {
-        let p = &self.processing;
+        let this = Arc::new(self);
+        let p = Arc::clone(&this.processing);
+        let mut in_flight = tokio::task::JoinSet::new();
+        let mut committed = p.signals.deliveries.subscribe();
         let mut idle = MIN_IDLE;
         while !cancel.is_cancelled() {
-            match self.execute(&cancel).await {
-                Ok(n) if n > 0 => {
+            while in_flight.try_join_next().is_some() {}
+            let free = IN_FLIGHT - in_flight.len();
+            if free == 0 {
+                tokio::select! {
+                    _ = cancel.cancelled() => break,
+                    _ = in_flight.join_next() => continue,
+                }
+            }
+            match this.claim(free as i64).await {
+                Ok(claimed) if !claimed.is_empty() => {
                     idle = MIN_IDLE;
+                    for d in claimed {
+                        let (this, cancel) = (Arc::clone(&this), cancel.clone());
+                        in_flight.spawn(async move { this.deliver(d, &cancel).await });
+                    }
                     continue;
                 }
                 Ok(_) => {}
                 Err(e) => tracing::warn!(error = %format!("{e:#}"), "delivery relay: cannot claim"),
             }
-            if !wait_for_work(&p.signals.deliveries, &mut idle, p.idle_poll(), &cancel).await {
+            let woken = async {
+                if committed.changed().await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            };
+            if !wait_for_work(woken, &mut idle, p.idle_poll(), &cancel).await {
                 break;
             }
         }
+        // Sends in flight see the cancellation and give their claims back.
+        while in_flight.join_next().await.is_some() {}
         Ok(())
     }
 
     /// Claims one batch of due deliveries and sends them concurrently; returns how many were
-    /// claimed.
+    /// claimed. Tests drive the relay through this one step.
     pub async fn try_execute(&self) -> anyhow::Result<usize> {
-        self.execute(&CancellationToken::new()).await
-    }
-
-    async fn execute(&self, cancel: &CancellationToken) -> anyhow::Result<usize> {
-        let claimed = self.claim().await?;
+        let claimed = self.claim(IN_FLIGHT as i64).await?;
         let n = claimed.len();
-        futures::future::join_all(claimed.into_iter().map(|d| self.deliver(d, cancel))).await;
+        let cancel = CancellationToken::new();
+        futures::future::join_all(claimed.into_iter().map(|d| self.deliver(d, &cancel))).await;
         Ok(n)
     }
 
-    async fn claim(&self) -> anyhow::Result<Vec<Claimed>> {
+    async fn claim(&self, limit: i64) -> anyhow::Result<Vec<Claimed>> {
         let p = &self.processing;
-        let lease = self.longest_timeout() + LEASE_MARGIN;
+        let timeout = match &self.lane {
+            Lane::Target { sink, target } => self.timeout_for(sink, target),
+            Lane::Unrouted | Lane::All => self.longest_timeout(),
+        };
+        let lease = timeout + LEASE_MARGIN;
+        let (lane, sink, target) = match &self.lane {
+            Lane::Target { sink, target } => ("target", Some(sink), Some(target)),
+            Lane::Unrouted => ("unrouted", None, None),
+            Lane::All => ("all", None, None),
+        };
+        let routed: Vec<String> = p
+            .config
+            .routes
+            .iter()
+            .map(|r| format!("{} {}", r.sink.as_str(), r.target()))
+            .collect();
         let rows = sqlx::query(
             "WITH due AS (
                  SELECT delivery_id FROM deliveries
                  WHERE status = 'PENDING' AND next_attempt_at <= now()
+                   AND CASE $3
+                       WHEN 'target' THEN sink = $4 AND target = $5
+                       WHEN 'unrouted' THEN NOT (sink || ' ' || target = ANY($6))
+                       ELSE true END
                  ORDER BY next_attempt_at
                  LIMIT $1
                  FOR UPDATE SKIP LOCKED
@@ -112,8 +166,12 @@ impl DeliveryRelay {
              JOIN webhook_inbox i ON i.inbox_id = c.inbox_id
              LEFT JOIN webhook_payloads pl ON pl.payload_ref = i.raw_payload_ref",
         )
-        .bind(BATCH)
+        .bind(limit)
         .bind(lease.as_secs_f64())
+        .bind(lane)
+        .bind(sink)
+        .bind(target)
+        .bind(&routed)
         .fetch_all(&p.pool)
         .await
         .map_err(|e| anyhow::anyhow!(redact_db(&e)))?;

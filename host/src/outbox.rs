@@ -55,7 +55,14 @@ impl OutboxRelay {
                     idle = p.idle_poll();
                 }
             }
-            if !wait_for_work(&p.signals.outbox, &mut idle, p.idle_poll(), &cancel).await {
+            if !wait_for_work(
+                p.signals.outbox.notified(),
+                &mut idle,
+                p.idle_poll(),
+                &cancel,
+            )
+            .await
+            {
                 break;
             }
         }

@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
-use crate::deliveries::DeliveryRelay;
+use crate::deliveries::{DeliveryRelay, Lane};
 use crate::metrics::Metrics;
 use crate::nats::Nats;
 use crate::outbox::OutboxRelay;
@@ -21,17 +21,30 @@ use crate::worker::Worker;
 
 /// In-process wake-ups. Each is only a hint: every loop also polls with a capped backoff, so
 /// work committed by another process (or a missed signal) is found anyway.
-#[derive(Default)]
 pub struct Signals {
     /// New inbox rows are committed.
     pub work: Notify,
     /// New accepted-event notices are committed.
     pub outbox: Notify,
-    /// New deliveries are committed.
-    pub deliveries: Notify,
+    /// New deliveries are committed: a broadcast, since each delivery target has its relay.
+    pub deliveries: watch::Sender<u64>,
+}
+
+impl Default for Signals {
+    fn default() -> Self {
+        Self {
+            work: Notify::new(),
+            outbox: Notify::new(),
+            deliveries: watch::Sender::new(0),
+        }
+    }
 }
 
 impl Signals {
+    pub fn deliveries_committed(&self) {
+        self.deliveries.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
     /// Called by ingest after a commit that accepted something; never inside the transaction.
     pub fn accepted(&self) {
         self.work.notify_one();
@@ -82,7 +95,24 @@ impl Processing {
             tasks.spawn(worker.run(cancel.clone()));
         }
         tasks.spawn(OutboxRelay::new(Arc::clone(self)).run(cancel.clone()));
-        tasks.spawn(DeliveryRelay::new(Arc::clone(self)).run(cancel.clone()));
+        // One relay per delivery target, so a slow or dead target holds up only its own
+        // deliveries; one more for rows whose route has left the config.
+        let mut targets: Vec<(&str, &str)> = self
+            .config
+            .routes
+            .iter()
+            .map(|r| (r.sink.as_str(), r.target()))
+            .collect();
+        targets.sort();
+        targets.dedup();
+        for (sink, target) in targets {
+            let lane = Lane::Target {
+                sink: sink.to_owned(),
+                target: target.to_owned(),
+            };
+            tasks.spawn(DeliveryRelay::new(Arc::clone(self), lane).run(cancel.clone()));
+        }
+        tasks.spawn(DeliveryRelay::new(Arc::clone(self), Lane::Unrouted).run(cancel.clone()));
         tasks.spawn(Reconciler::new(Arc::clone(self)).run(cancel.clone()));
         if let Some(nats) = &self.nats
             && workers > 0
@@ -112,17 +142,17 @@ impl Processing {
     }
 }
 
-/// Sleeps until `signal`, the poll interval or cancellation, growing the interval while idle.
+/// Sleeps until `woken`, the poll interval or cancellation, growing the interval while idle.
 /// Returns false when cancelled.
 pub async fn wait_for_work(
-    signal: &Notify,
+    woken: impl Future<Output = ()>,
     idle: &mut Duration,
     max: Duration,
     cancel: &CancellationToken,
 ) -> bool {
     tokio::select! {
         _ = cancel.cancelled() => return false,
-        _ = signal.notified() => *idle = MIN_IDLE,
+        _ = woken => *idle = MIN_IDLE,
         _ = tokio::time::sleep(*idle) => *idle = (*idle * 2).min(max),
     }
     true

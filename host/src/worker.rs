@@ -126,7 +126,14 @@ impl Worker {
                 Ok(_) => {}
                 Err(e) => tracing::warn!(error = %format!("{e:#}"), "worker: cannot claim events"),
             }
-            if !wait_for_work(&self.processing.signals.work, &mut idle, max_idle, &cancel).await {
+            if !wait_for_work(
+                self.processing.signals.work.notified(),
+                &mut idle,
+                max_idle,
+                &cancel,
+            )
+            .await
+            {
                 break;
             }
         }
@@ -182,7 +189,7 @@ impl Worker {
                 failpoint::hit(failpoint::WORKER_AFTER_COMMIT);
                 p.metrics.worker_event(outcome.as_str());
                 if deliveries > 0 {
-                    p.signals.deliveries.notify_one();
+                    p.signals.deliveries_committed();
                 }
                 tracing::debug!(inbox_id = %claim.inbox_id, outcome = outcome.as_str(), "processed");
             }

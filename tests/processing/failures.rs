@@ -220,3 +220,44 @@ async fn transient_failures_back_off_until_the_endpoint_attempts_run_out() {
     assert_eq!(app.count("object_state").await, 1);
     app.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_target_that_never_answers_does_not_hold_up_the_others() {
+    let dead = Receiver::start(Behaviour {
+        script: Default::default(),
+        then: (200, Duration::from_secs(60)),
+    })
+    .await;
+    let healthy = Receiver::start(Behaviour::ok()).await;
+    let app = app()
+        .toml(&worker_toml(2))
+        .toml(&http_route(&dead.url, "timeout_ms = 30000"))
+        .toml(&http_route(&healthy.url, ""))
+        .spawn()
+        .await;
+    // More events than one relay sends at once.
+    const EVENTS: usize = 60;
+    for n in 0..EVENTS {
+        let (headers, body) = signed_stripe(&format!("evt_lanes_{n}"));
+        assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
+    }
+    eventually("the healthy target has every event", || async {
+        healthy.received().len() >= EVENTS
+    })
+    .await;
+    let unresolved: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM deliveries WHERE target = $1 AND status = 'PENDING'",
+    )
+    .bind(&dead.url)
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    assert_eq!(
+        unresolved, EVENTS as i64,
+        "the dead target's deliveries are still hanging"
+    );
+    // A graceful stop gives the hanging claims back rather than waiting out the timeout.
+    let stopped = std::time::Instant::now();
+    app.shutdown().await;
+    assert!(stopped.elapsed() < Duration::from_secs(10));
+}

@@ -314,8 +314,7 @@ fn ensure_nats() -> Result {
             "NATS is not answering on {NATS_ADDR} and {} is missing: install nats-server \
              (Debian: apt-get install nats-server) or start one with JetStream (-js) there",
             server.display()
-        )
-        .into());
+        ));
     }
     println!("xtask: NATS is not answering on {NATS_ADDR}; starting it");
     let _ = fs::create_dir_all("/var/lib/nats-server");
@@ -337,7 +336,9 @@ fn ensure_nats() -> Result {
         println!("xtask: NATS is answering on {NATS_ADDR}");
         Ok(())
     } else {
-        Err(format!("NATS did not answer on {NATS_ADDR}; see /var/log/nats-server.log").into())
+        Err(format!(
+            "NATS did not answer on {NATS_ADDR}; see /var/log/nats-server.log"
+        ))
     }
 }
 
