@@ -4,7 +4,12 @@
 //!
 //! At most once, even when two workers hold the same event (an expired lease taken over):
 //! both lock the inbox row first, and the second sees the marker the first committed.
+//!
+//! A claimed batch commits in one transaction (one WAL flush for up to `batch_size` events);
+//! if anything in it fails, it is rolled back and each event runs in its own transaction, so
+//! one bad event never holds up or fails the others.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use sqlx::{Postgres, Row, Transaction};
@@ -65,6 +70,13 @@ impl Outcome {
     }
 }
 
+/// One event committed as processed.
+struct Applied {
+    inbox_id: Uuid,
+    outcome: Outcome,
+    deliveries: usize,
+}
+
 #[derive(Debug, thiserror::Error)]
 enum ProcessError {
     /// Retrying cannot help (unknown endpoint, payload gone): `FAILED` at once.
@@ -103,14 +115,34 @@ impl Worker {
             // A full batch: more is likely due, so let a peer start on it now.
             self.processing.signals.work.notify_one();
         }
-        let mut rest = claims.into_iter();
-        for claim in rest.by_ref() {
-            self.process(&claim).await;
-            if cancel.is_cancelled() {
-                break;
+        if n == 0 {
+            return Ok(0);
+        }
+        if cancel.is_cancelled() {
+            self.release(claims).await;
+            return Ok(n);
+        }
+        // The common case: the whole batch in one transaction, one commit.
+        match self.apply(&claims).await {
+            Ok(done) => self.acknowledge(&done),
+            Err(e) if n == 1 => self.record_failure(&claims[0], e).await,
+            Err(e) => {
+                // Something in the batch failed: rolled back, so each event runs alone and
+                // only the ones at fault are retried or failed.
+                tracing::debug!(error = %e, batch = n, "batch failed; processing one by one");
+                let mut rest = claims.into_iter();
+                for claim in rest.by_ref() {
+                    match self.apply(std::slice::from_ref(&claim)).await {
+                        Ok(done) => self.acknowledge(&done),
+                        Err(e) => self.record_failure(&claim, e).await,
+                    }
+                    if cancel.is_cancelled() {
+                        break;
+                    }
+                }
+                self.release(rest.collect()).await;
             }
         }
-        self.release(rest.collect()).await;
         Ok(n)
     }
 
@@ -182,103 +214,121 @@ impl Worker {
         Ok(claims)
     }
 
-    async fn process(&self, claim: &Claim) {
+    /// After the commit: metrics and waking the delivery relays.
+    fn acknowledge(&self, done: &[Applied]) {
+        failpoint::hit(failpoint::WORKER_AFTER_COMMIT);
         let p = &self.processing;
-        match self.apply(claim).await {
-            Ok(Some((outcome, deliveries))) => {
-                failpoint::hit(failpoint::WORKER_AFTER_COMMIT);
-                p.metrics.worker_event(outcome.as_str());
-                if deliveries > 0 {
-                    p.signals.deliveries_committed();
-                }
-                tracing::debug!(inbox_id = %claim.inbox_id, outcome = outcome.as_str(), "processed");
-            }
-            Ok(None) => {
-                tracing::debug!(inbox_id = %claim.inbox_id, "lease lost; another worker has it");
-            }
-            Err(e) => self.record_failure(claim, e).await,
+        for applied in done {
+            p.metrics.worker_event(applied.outcome.as_str());
+            tracing::debug!(inbox_id = %applied.inbox_id, outcome = applied.outcome.as_str(), "processed");
+        }
+        if done.iter().any(|a| a.deliveries > 0) {
+            p.signals.deliveries_committed();
         }
     }
 
-    /// The business transaction. `None` when the lease was lost to another worker.
-    async fn apply(&self, claim: &Claim) -> Result<Option<(Outcome, usize)>, ProcessError> {
+    /// The business transaction for claimed events (sorted by object and version, which is
+    /// also the order rows of `object_state` are locked in, so concurrent batches cannot
+    /// deadlock on them). Events whose lease was lost to another worker are left out.
+    async fn apply(&self, claims: &[Claim]) -> Result<Vec<Applied>, ProcessError> {
         let p = &self.processing;
-        let Some(endpoint) = p
-            .config
-            .endpoints
-            .iter()
-            .find(|e| e.id == claim.endpoint_id)
-        else {
-            return Err(ProcessError::Poison(format!(
-                "endpoint {:?} is not configured on this worker",
-                claim.endpoint_id
-            )));
-        };
-        let body: Option<Vec<u8>> =
-            sqlx::query_scalar("SELECT body FROM webhook_payloads WHERE payload_ref = $1")
-                .bind(claim.payload_ref)
-                .fetch_optional(&p.pool)
-                .await?;
-        let Some(body) = body else {
-            return Err(ProcessError::Poison(
-                "payload no longer stored (past retention)".into(),
-            ));
-        };
-        let state = json_state(&body);
-
-        let mut tx = p.pool.begin().await?;
-        let current: Option<(String, i32)> = sqlx::query_as(
-            "SELECT status, attempt_count FROM webhook_inbox WHERE inbox_id = $1 FOR UPDATE",
-        )
-        .bind(claim.inbox_id)
-        .fetch_optional(&mut *tx)
-        .await?;
-        if current != Some(("PROCESSING".to_owned(), claim.attempt)) {
-            return Ok(None);
+        let mut endpoints = Vec::with_capacity(claims.len());
+        for claim in claims {
+            let endpoint = p
+                .config
+                .endpoints
+                .iter()
+                .find(|e| e.id == claim.endpoint_id);
+            endpoints.push(endpoint.ok_or_else(|| {
+                ProcessError::Poison(format!(
+                    "endpoint {:?} is not configured on this worker",
+                    claim.endpoint_id
+                ))
+            })?);
         }
-        let done: Option<String> = sqlx::query_scalar(
-            "SELECT outcome FROM processed_events
-             WHERE provider = $1 AND endpoint_id = $2 AND provider_event_id = $3",
+        let refs: Vec<Uuid> = claims.iter().map(|c| c.payload_ref).collect();
+        let bodies: HashMap<Uuid, Vec<u8>> = sqlx::query_as::<_, (Uuid, Vec<u8>)>(
+            "SELECT payload_ref, body FROM webhook_payloads WHERE payload_ref = ANY($1)",
         )
-        .bind(&claim.provider)
-        .bind(&claim.endpoint_id)
-        .bind(&claim.event_id)
-        .fetch_optional(&mut *tx)
-        .await?;
-        let outcome = match done {
-            // Already applied (a requeue by the reconciler or an operator): only the
-            // deliveries below are re-planned.
-            Some(outcome) => Outcome::parse(&outcome),
-            None => {
-                let outcome = project(&mut tx, claim, state.as_deref()).await?;
-                sqlx::query(
-                    "INSERT INTO processed_events (provider, endpoint_id, provider_event_id, inbox_id, outcome)
-                     VALUES ($1, $2, $3, $4, $5)",
-                )
-                .bind(&claim.provider)
-                .bind(&claim.endpoint_id)
-                .bind(&claim.event_id)
-                .bind(claim.inbox_id)
-                .bind(outcome.as_str())
-                .execute(&mut *tx)
-                .await?;
-                outcome
+        .bind(&refs)
+        .fetch_all(&p.pool)
+        .await?
+        .into_iter()
+        .collect();
+
+        let ids: Vec<Uuid> = claims.iter().map(|c| c.inbox_id).collect();
+        let mut tx = p.pool.begin().await?;
+        // Lock the inbox rows: a worker that took over an expired lease waits here.
+        let held: HashMap<Uuid, (String, i32)> = sqlx::query_as::<_, (Uuid, String, i32)>(
+            "SELECT inbox_id, status, attempt_count FROM webhook_inbox
+             WHERE inbox_id = ANY($1) ORDER BY inbox_id FOR UPDATE",
+        )
+        .bind(&ids)
+        .fetch_all(&mut *tx)
+        .await?
+        .into_iter()
+        .map(|(id, status, attempt)| (id, (status, attempt)))
+        .collect();
+        let done: HashMap<Uuid, String> = sqlx::query_as::<_, (Uuid, String)>(
+            "SELECT inbox_id, outcome FROM processed_events WHERE inbox_id = ANY($1)",
+        )
+        .bind(&ids)
+        .fetch_all(&mut *tx)
+        .await?
+        .into_iter()
+        .collect();
+
+        let mut applied = Vec::with_capacity(claims.len());
+        for (claim, endpoint) in claims.iter().zip(endpoints) {
+            if held.get(&claim.inbox_id) != Some(&("PROCESSING".to_owned(), claim.attempt)) {
+                continue;
             }
-        };
-        let planned = plan_deliveries(&mut tx, p, endpoint, claim).await?;
-        sqlx::query(
-            "UPDATE webhook_inbox
-             SET status = 'PROCESSED', outcome = $2, processed_at = now(), lease_until = NULL,
-                 last_error = NULL, deliveries_planned = $3
-             WHERE inbox_id = $1",
-        )
-        .bind(claim.inbox_id)
-        .bind(outcome.as_str())
-        .bind(planned as i32)
-        .execute(&mut *tx)
-        .await?;
+            let outcome = match done.get(&claim.inbox_id) {
+                // Already applied (a requeue by the reconciler or an operator): only the
+                // deliveries below are re-planned.
+                Some(outcome) => Outcome::parse(outcome),
+                None => {
+                    let Some(body) = bodies.get(&claim.payload_ref) else {
+                        return Err(ProcessError::Poison(
+                            "payload no longer stored (past retention)".into(),
+                        ));
+                    };
+                    let outcome = project(&mut tx, claim, json_state(body).as_deref()).await?;
+                    sqlx::query(
+                        "INSERT INTO processed_events
+                             (provider, endpoint_id, provider_event_id, inbox_id, outcome)
+                         VALUES ($1, $2, $3, $4, $5)",
+                    )
+                    .bind(&claim.provider)
+                    .bind(&claim.endpoint_id)
+                    .bind(&claim.event_id)
+                    .bind(claim.inbox_id)
+                    .bind(outcome.as_str())
+                    .execute(&mut *tx)
+                    .await?;
+                    outcome
+                }
+            };
+            let deliveries = plan_deliveries(&mut tx, p, endpoint, claim).await?;
+            sqlx::query(
+                "UPDATE webhook_inbox
+                 SET status = 'PROCESSED', outcome = $2, processed_at = now(), lease_until = NULL,
+                     last_error = NULL, deliveries_planned = $3
+                 WHERE inbox_id = $1",
+            )
+            .bind(claim.inbox_id)
+            .bind(outcome.as_str())
+            .bind(deliveries as i32)
+            .execute(&mut *tx)
+            .await?;
+            applied.push(Applied {
+                inbox_id: claim.inbox_id,
+                outcome,
+                deliveries,
+            });
+        }
         tx.commit().await?;
-        Ok(Some((outcome, planned)))
+        Ok(applied)
     }
 
     /// Back to `PENDING` with backoff, or `FAILED` when poisoned or out of attempts. If this
