@@ -14,6 +14,7 @@ use crate::config::Config;
 use crate::http::{HttpState, admin_router, public_router};
 use crate::ingest::Ingest;
 use crate::metrics::Metrics;
+use crate::reload::Reloader;
 use crate::secrets::SecretStore;
 use crate::store::Store;
 use crate::wasm::Sandbox;
@@ -65,7 +66,9 @@ impl Server {
             }
         }
         let sandbox = Sandbox::new(config.sandbox_limits(), config.adapters.cache_dir.clone())?;
-        let adapters = sandbox.load_dir(&config.adapters.dir).await?;
+        let metrics = Arc::new(Metrics::default());
+        let reloader = Reloader::new(Arc::clone(&sandbox), config.adapters.dir.clone());
+        let adapters = reloader.initial(&metrics).await?;
         for e in &config.endpoints {
             if adapters.get(&e.adapter).is_none() {
                 tracing::warn!(endpoint = %e.id, adapter = %e.adapter,
@@ -79,7 +82,7 @@ impl Server {
             store,
             options.clock,
             config.server.max_body_bytes,
-            Arc::new(Metrics::default()),
+            metrics,
         ));
         let state = HttpState {
             ingest: Arc::clone(&ingest),
@@ -91,6 +94,8 @@ impl Server {
         let mut tasks = JoinSet::new();
         let watcher = secrets.watch(cancel.clone())?;
         tasks.spawn(async move { watcher.await.map_err(Into::into) });
+        let adapter_watcher = reloader.watch(Arc::clone(&ingest), cancel.clone())?;
+        tasks.spawn(async move { adapter_watcher.await.map_err(Into::into) });
 
         let listener = TcpListener::bind(config.server.listen).await?;
         let addr = listener.local_addr()?;
