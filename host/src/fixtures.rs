@@ -192,8 +192,12 @@ pub async fn run_dir(adapter: &Arc<LoadedAdapter>, dir: &Path) -> anyhow::Result
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         let failure = match run_case(adapter, &case).await {
-            Ok((expected, actual)) if expected == actual => None,
-            Ok((expected, actual)) => Some(diff(&expected, &actual)),
+            Ok(ran) if ran.expected == ran.actual => None,
+            Ok(ran) => Some(match ran.cause {
+                // Why the host rejected it: what an author needs to fix the adapter.
+                Some(cause) => format!("{}cause: {cause}", diff(&ran.expected, &ran.actual)),
+                None => diff(&ran.expected, &ran.actual),
+            }),
             Err(e) => Some(format!("cannot run: {e:#}")),
         };
         report.cases.push(CaseResult { name, failure });
@@ -201,11 +205,16 @@ pub async fn run_dir(adapter: &Arc<LoadedAdapter>, dir: &Path) -> anyhow::Result
     Ok(report)
 }
 
-/// Runs one case: (expected, actual).
-pub async fn run_case(
-    adapter: &Arc<LoadedAdapter>,
-    case: &Path,
-) -> anyhow::Result<(Expected, Expected)> {
+/// One case, run.
+pub struct Ran {
+    pub expected: Expected,
+    pub actual: Expected,
+    /// For a rejection, the internal cause the request log would carry.
+    pub cause: Option<String>,
+}
+
+/// Runs one case.
+pub async fn run_case(adapter: &Arc<LoadedAdapter>, case: &Path) -> anyhow::Result<Ran> {
     let read =
         |file: &str| std::fs::read(case.join(file)).map_err(|e| anyhow::anyhow!("{file}: {e}"));
     let request: RequestFile = toml::from_str(&String::from_utf8(read("request.toml")?)?)
@@ -258,7 +267,12 @@ pub async fn run_case(
         &mut facts,
     )
     .await;
-    Ok((expected, outcome_of(result)))
+    let cause = result.as_ref().err().and_then(crate::http::internal_cause);
+    Ok(Ran {
+        expected,
+        actual: outcome_of(result),
+        cause,
+    })
 }
 
 fn outcome_of(result: Result<Verified, crate::ingest::IngestError>) -> Expected {

@@ -302,7 +302,7 @@ pub fn error_code(e: &IngestError) -> (StatusCode, &'static str) {
 }
 
 /// The cause kept for the log and never sent: it may name files, adapters or database state.
-fn internal_cause(e: &IngestError) -> Option<String> {
+pub fn internal_cause(e: &IngestError) -> Option<String> {
     match e {
         IngestError::InvalidSignature(d)
         | IngestError::Malformed(d)

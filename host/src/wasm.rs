@@ -356,6 +356,10 @@ const ALLOWED_IMPORTS: &[&str] = &[
     "wasi:random/",
 ];
 
+fn import_allowed(name: &str) -> bool {
+    ALLOWED_IMPORTS.iter().any(|p| name.starts_with(p))
+}
+
 fn check_imports(engine: &Engine, component: &Component) -> anyhow::Result<()> {
     let ty = component.component_type();
     use wasmtime::component::types::ComponentItem;
@@ -365,7 +369,7 @@ fn check_imports(engine: &Engine, component: &Component) -> anyhow::Result<()> {
         // can be called or instantiated must come from an allowed interface.
         .filter(|(_, item)| !matches!(item.ty, ComponentItem::Type(_) | ComponentItem::Resource(_)))
         .map(|(name, _)| name)
-        .filter(|name| !ALLOWED_IMPORTS.iter().any(|p| name.starts_with(p)))
+        .filter(|name| !import_allowed(name))
         .collect();
     anyhow::ensure!(
         refused.is_empty(),
@@ -729,4 +733,29 @@ where
             stderr: captured.trim().to_owned(),
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::import_allowed;
+
+    #[test]
+    fn imports_allowlist() {
+        for ok in [
+            "wharf:adapter/types@0.1.0",
+            "wasi:cli/environment@0.2.6",
+            "wasi:io/streams@0.2.6",
+            "wasi:filesystem/preopens@0.2.6",
+        ] {
+            assert!(import_allowed(ok), "{ok}");
+        }
+        for refused in [
+            "wasi:sockets/tcp@0.2.6",
+            "wasi:http/outgoing-handler@0.2.6",
+            "wharf:adapter/types@0.2.0",
+            "acme:backdoor/api",
+        ] {
+            assert!(!import_allowed(refused), "{refused}");
+        }
+    }
 }

@@ -1,0 +1,279 @@
+//! Hot reload under steady load: ten replacements of an adapter file, one of them broken and
+//! one whose fixtures trap, while a few hundred signed requests per second arrive. No request
+//! fails because of a swap, answers after each swap come from the new version (the request
+//! log carries it), and neither the broken file nor the trapping one ever serves. Removing the
+//! file unregisters the adapter (503) until it returns.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use sha2::Digest;
+
+use crate::common::*;
+
+const ENDPOINT: &str =
+    "\n[[endpoint]]\nid = \"reload\"\nadapter = \"test-reload\"\nsecret = \"github\"\n";
+/// The version string built into `test-reload`; a copy with other bytes in its place is
+/// another version (same length, data segment only).
+const BUILT_VERSION: &[u8; 10] = b"reload-v00";
+const TARGET_RPS: u64 = 300;
+const LOAD_WORKERS: u64 = 16;
+
+enum Step {
+    Good(&'static str),
+    Broken,
+    Traps(&'static str),
+}
+
+fn patched(version: &str) -> Vec<u8> {
+    let mut bytes = std::fs::read(adapter_file("testing/test-reload.wasm")).unwrap();
+    let at: Vec<usize> = bytes
+        .windows(BUILT_VERSION.len())
+        .enumerate()
+        .filter(|(_, w)| w == BUILT_VERSION)
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(at.len(), 1, "the version string must appear exactly once");
+    assert_eq!(version.len(), BUILT_VERSION.len());
+    bytes[at[0]..at[0] + BUILT_VERSION.len()].copy_from_slice(version.as_bytes());
+    bytes
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    hex::encode(sha2::Sha256::digest(bytes))
+}
+
+async fn file_status(client: &reqwest::Client, admin: &str) -> Option<serde_json::Value> {
+    let files: Vec<serde_json::Value> = client
+        .get(format!("{admin}/admin/adapters"))
+        .send()
+        .await
+        .ok()?
+        .json()
+        .await
+        .ok()?;
+    files.into_iter().find(|f| f["file"] == "test-reload.wasm")
+}
+
+/// Polls `/admin/adapters` until `done` holds for the file's status.
+async fn wait_for(
+    client: &reqwest::Client,
+    admin: &str,
+    what: &str,
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(status) = file_status(client, admin).await
+            && done(&status)
+        {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+async fn send(client: &reqwest::Client, base: &str, delivery: &str) -> Answer {
+    let body = format!("{{\"delivery\":\"{delivery}\"}}").into_bytes();
+    post(
+        client,
+        base,
+        "reload",
+        &refs(&github_headers(&body, delivery)),
+        body,
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_swaps_under_load_never_fail_a_request_and_never_serve_a_bad_file() {
+    let written = app()
+        .adapter("testing/test-reload.wasm")
+        .endpoints(ENDPOINT)
+        .write()
+        .await;
+    let adapters = written.dir.path().join("adapters");
+    copy_tree(
+        &adapter_file("testing/test-reload.fixtures"),
+        &adapters.join("test-reload.fixtures"),
+    );
+    let file = adapters.join("test-reload.wasm");
+    let log = written.dir.path().join("wharf.log");
+    let server = ServeProcess::start(&written.config_path, Some(&log)).await;
+    let admin = server.admin.clone().expect("admin listener");
+    let client = reqwest::Client::new();
+    wait_for(&client, &admin, "the first version", |s| {
+        s["version"] == "reload-v00"
+    })
+    .await;
+
+    // Steady load: every answer is recorded; every one must be a 200.
+    let stop = Arc::new(AtomicBool::new(false));
+    let sent = Arc::new(AtomicU64::new(0));
+    let mut workers = Vec::new();
+    for w in 0..LOAD_WORKERS {
+        let (client, base, stop, sent) = (
+            client.clone(),
+            server.base.clone(),
+            Arc::clone(&stop),
+            Arc::clone(&sent),
+        );
+        workers.push(tokio::spawn(async move {
+            let mut failures = Vec::new();
+            let mut tick =
+                tokio::time::interval(Duration::from_micros(1_000_000 * LOAD_WORKERS / TARGET_RPS));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut n = 0;
+            while !stop.load(Ordering::Relaxed) {
+                tick.tick().await;
+                let answer = send(&client, &base, &format!("load-{w}-{n}")).await;
+                sent.fetch_add(1, Ordering::Relaxed);
+                if answer.status != 200 {
+                    failures.push(format!("load-{w}-{n}: {answer:?}"));
+                }
+                n += 1;
+            }
+            failures
+        }));
+    }
+    let started = Instant::now();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let steps = [
+        Step::Good("reload-v01"),
+        Step::Good("reload-v02"),
+        Step::Good("reload-v03"),
+        Step::Broken,
+        Step::Good("reload-v04"),
+        Step::Good("reload-v05"),
+        Step::Traps("reload-t06"),
+        Step::Good("reload-v07"),
+        Step::Good("reload-v08"),
+        Step::Good("reload-v09"),
+    ];
+    let mut serving = "reload-v00";
+    // (delivery id, version that must have served it)
+    let mut markers: Vec<(String, &str)> = Vec::new();
+    for (i, step) in steps.iter().enumerate() {
+        match step {
+            Step::Good(version) => {
+                install_atomically(&file, &patched(version));
+                wait_for(&client, &admin, version, |s| s["version"] == *version).await;
+                serving = version;
+            }
+            Step::Broken | Step::Traps(_) => {
+                let bytes = match step {
+                    Step::Traps(version) => patched(version),
+                    _ => b"\0asm\x0d\0\x01\0 not a component".to_vec(),
+                };
+                let sha = sha256(&bytes);
+                install_atomically(&file, &bytes);
+                let status = wait_for(&client, &admin, "the refusal", |s| {
+                    s["last_attempt_sha256"] == sha.as_str()
+                })
+                .await;
+                assert_eq!(status["version"], serving, "{status}");
+                assert_eq!(status["state"], "serving", "{status}");
+                assert!(status["last_error"].is_string(), "{status}");
+            }
+        }
+        for k in 0..5 {
+            let delivery = format!("mark-{i}-{k}");
+            let answer = send(&client, &server.base, &delivery).await;
+            assert_eq!(answer.status, 200, "{delivery} after step {i}: {answer:?}");
+            markers.push((delivery, serving));
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+
+    stop.store(true, Ordering::Relaxed);
+    let mut failures = Vec::new();
+    for worker in workers {
+        failures.extend(worker.await.unwrap());
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let total = sent.load(Ordering::Relaxed);
+    let rate = total as f64 / elapsed;
+    eprintln!("load: {total} requests in {elapsed:.1} s ({rate:.0}/s) across ten swaps");
+    assert!(
+        failures.is_empty(),
+        "{} failed: {failures:?}",
+        failures.len()
+    );
+    assert!(
+        rate > 100.0,
+        "the load was too light to mean much: {rate:.0}/s"
+    );
+
+    // Removing the file unregisters the adapter until it returns.
+    std::fs::remove_file(&file).unwrap();
+    wait_for(&client, &admin, "the removal", |s| s["state"] == "removed").await;
+    let answer = send(&client, &server.base, "while-removed").await;
+    assert_eq!((answer.status, answer.code()), (503, "adapter_unavailable"));
+    install_atomically(&file, &patched("reload-v10"));
+    wait_for(&client, &admin, "the return", |s| {
+        s["version"] == "reload-v10"
+    })
+    .await;
+    let answer = send(&client, &server.base, "after-return").await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    markers.push(("after-return".into(), "reload-v10"));
+
+    let metrics = client
+        .get(format!("{admin}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for (result, count) in [("loaded", 10), ("failed", 2), ("removed", 1)] {
+        let line = format!(
+            "wharf_adapter_reloads_total{{adapter=\"test-reload\",result=\"{result}\"}} {count}"
+        );
+        assert!(metrics.contains(&line), "{line} not in\n{metrics}");
+    }
+
+    assert!(server.stop().await.success());
+    check_log(&log, &markers);
+}
+
+fn check_log(log: &Path, markers: &[(String, &str)]) {
+    let text = std::fs::read_to_string(log).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let requests: Vec<&serde_json::Value> =
+        lines.iter().filter(|l| l["message"] == "webhook").collect();
+    for (delivery, version) in markers {
+        let line = requests
+            .iter()
+            .find(|l| l["event_id"] == delivery.as_str())
+            .unwrap_or_else(|| panic!("no request line for {delivery}"));
+        assert_eq!(line["adapter_version"], *version, "{delivery}: {line}");
+    }
+    for line in &requests {
+        let version = line["adapter_version"].as_str().unwrap_or_default();
+        assert!(
+            version.is_empty() || version.starts_with("reload-v"),
+            "a refused version served: {line}"
+        );
+    }
+    let refusals = lines
+        .iter()
+        .filter(|l| {
+            l["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("adapter file refused"))
+        })
+        .count();
+    assert_eq!(refusals, 2, "one log line per refused file");
+    assert!(
+        text.contains("this version traps"),
+        "the trapping version's panic message is reported"
+    );
+}
