@@ -181,7 +181,9 @@ fn sign(timestamp: i64, body: &str) -> String {
 fn write_fixtures(dir: &Path) -> anyhow::Result<()> {
     let signature = sign(NOW, BODY);
     let tampered = BODY.replace("ord_42", "ord_43");
-    let cases: [(&str, i64, Vec<(&str, String)>, &str, &str); 4] = [
+    // (case, clock, headers, body, expected.toml)
+    type Case<'a> = (&'a str, i64, Vec<(&'a str, String)>, &'a str, &'a str);
+    let cases: [Case; 4] = [
         (
             "valid",
             NOW + 5,

@@ -237,6 +237,22 @@ async fn ten_swaps_under_load_never_fail_a_request_and_never_serve_a_bad_file() 
         assert!(metrics.contains(&line), "{line} not in\n{metrics}");
     }
 
+    // What an operator sees.
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_wharf"))
+        .args(["adapter", "status", "--admin", &admin])
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&status.stdout);
+    assert!(status.status.success(), "{shown}");
+    let row = shown
+        .lines()
+        .find(|l| l.starts_with("test-reload.wasm"))
+        .unwrap_or_else(|| panic!("no row for the file:\n{shown}"));
+    assert!(
+        row.contains("serving") && row.contains("reload-v10"),
+        "{row}"
+    );
+
     assert!(server.stop().await.success());
     check_log(&log, &markers);
 }
