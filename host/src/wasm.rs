@@ -299,7 +299,7 @@ impl Sandbox {
         let hash = sha256.clone();
         // Compilation is CPU-heavy: a blocking thread, never a thread serving requests.
         let component = tokio::task::spawn_blocking(move || this.compile(&bytes, &hash)).await??;
-        check_imports(&self.engine, &component)?;
+        let world = check_imports(&self.engine, &component)?;
         let pre = self
             .linker
             .instantiate_pre(&component)
@@ -314,6 +314,7 @@ impl Sandbox {
         };
         let description = adapter.describe().await?;
         adapter.info = AdapterInfo::try_from(description)?;
+        adapter.info.world = world;
         Ok(adapter)
     }
 
@@ -344,11 +345,17 @@ impl Sandbox {
     }
 }
 
+/// The interface every adapter imports (its `request` resource lives there); the version on
+/// this import is how a component's WIT package version is told apart (see ARCHITECTURE.md).
+const TYPES_INTERFACE: &str = "wharf:adapter/types@";
+/// The package versions this host has bindings for.
+const SERVED_WORLDS: &[&str] = &["0.1."];
+
 /// Import namespaces a component may use. Everything WASI that Rust's standard library links
 /// is allowed because the host grants it nothing (empty context, zero clocks); sockets, HTTP
 /// and anything unknown are refused at load time, before the component can serve.
 const ALLOWED_IMPORTS: &[&str] = &[
-    "wharf:adapter/types@0.1.",
+    TYPES_INTERFACE,
     "wasi:cli/",
     "wasi:io/",
     "wasi:clocks/",
@@ -360,7 +367,8 @@ fn import_allowed(name: &str) -> bool {
     ALLOWED_IMPORTS.iter().any(|p| name.starts_with(p))
 }
 
-fn check_imports(engine: &Engine, component: &Component) -> anyhow::Result<()> {
+/// Refuses imports off the allowlist; returns the WIT package the component targets.
+fn check_imports(engine: &Engine, component: &Component) -> anyhow::Result<String> {
     let ty = component.component_type();
     use wasmtime::component::types::ComponentItem;
     let refused: Vec<&str> = ty
@@ -376,7 +384,20 @@ fn check_imports(engine: &Engine, component: &Component) -> anyhow::Result<()> {
         "component imports what adapters may not use: {}",
         refused.join(", ")
     );
-    Ok(())
+    let version = ty
+        .imports(engine)
+        .find_map(|(name, _)| name.strip_prefix(TYPES_INTERFACE))
+        .ok_or_else(|| anyhow::anyhow!("component does not import {TYPES_INTERFACE}*"))?;
+    anyhow::ensure!(
+        SERVED_WORLDS.iter().any(|v| version.starts_with(v)),
+        "component targets wharf:adapter@{version}; this host serves {}",
+        SERVED_WORLDS
+            .iter()
+            .map(|v| format!("{v}x"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    Ok(format!("wharf:adapter@{version}"))
 }
 
 /// The loaded adapters by name. Cloned and swapped whole (`Ingest::update_adapters`), so a
@@ -433,6 +454,8 @@ pub struct AdapterInfo {
     pub tolerance_past_secs: Option<u64>,
     pub tolerance_future_secs: Option<u64>,
     pub ordering: &'static str,
+    /// The WIT package the component was built against, from its `types` import.
+    pub world: String,
     #[serde(skip)]
     pub mac: Option<crate::verify::MacAlgorithm>,
     #[serde(skip)]
@@ -451,6 +474,7 @@ impl AdapterInfo {
             tolerance_past_secs: None,
             tolerance_future_secs: None,
             ordering: "",
+            world: String::new(),
             mac: None,
             encoding: crate::secrets::KeyEncoding::Raw,
         }
@@ -509,6 +533,7 @@ impl TryFrom<bindings::wharf::adapter::types::Description> for AdapterInfo {
             tolerance_past_secs: d.tolerance.map(|t| t.past_secs),
             tolerance_future_secs: d.tolerance.map(|t| t.future_secs),
             ordering,
+            world: String::new(),
             mac: Some(mac),
             encoding,
         })
@@ -752,7 +777,6 @@ mod tests {
         for refused in [
             "wasi:sockets/tcp@0.2.6",
             "wasi:http/outgoing-handler@0.2.6",
-            "wharf:adapter/types@0.2.0",
             "acme:backdoor/api",
         ] {
             assert!(!import_allowed(refused), "{refused}");

@@ -115,5 +115,5 @@ fn check_refuses_what_is_not_an_adapter_component() {
     std::fs::write(&empty, b"\0asm\x0d\0\x01\0").unwrap();
     let out = wharf(&["adapter", "check", empty.to_str().unwrap()]);
     assert!(!out.status.success(), "{}", text(&out));
-    assert!(text(&out).contains("describe"), "{}", text(&out));
+    assert!(text(&out).contains("wharf:adapter"), "{}", text(&out));
 }
