@@ -293,3 +293,85 @@ fn check_log(log: &Path, markers: &[(String, &str)]) {
         "the trapping version's panic message is reported"
     );
 }
+
+#[tokio::test]
+async fn a_file_refused_at_start_serves_once_fixed_and_a_second_file_cannot_take_a_name() {
+    let written = app().write().await;
+    let adapters = written.dir.path().join("adapters");
+    let github = adapters.join("github.wasm");
+    std::fs::write(&github, b"not wasm at all").unwrap();
+    let app = written.spawn().await;
+    let client = reqwest::Client::new();
+    let status = |file: &'static str| {
+        let (client, admin) = (client.clone(), app.admin.clone());
+        async move {
+            let files: Vec<serde_json::Value> = client
+                .get(format!("{admin}/admin/adapters"))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            files.into_iter().find(|f| f["file"] == file)
+        }
+    };
+    let wait = |file: &'static str, state: &'static str| {
+        let status = &status;
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            loop {
+                if let Some(s) = status(file).await
+                    && s["state"] == state
+                {
+                    return s;
+                }
+                assert!(Instant::now() < deadline, "{file} never {state}");
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+        }
+    };
+
+    // A second file describing `stripe` is refused; the first keeps serving.
+    install_atomically(
+        &adapters.join("stripe-copy.wasm"),
+        &std::fs::read(adapter_file("stripe.wasm")).unwrap(),
+    );
+    let refused = wait("stripe-copy.wasm", "refused").await;
+    assert!(
+        refused["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("already served from stripe.wasm"),
+        "{refused}"
+    );
+    let (headers, body) = signed_stripe("evt_after_copy");
+    assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
+
+    // A file that was not a component at start is refused, and serves once it is fixed.
+    let refused = wait("github.wasm", "refused").await;
+    assert!(refused["version"].is_null(), "{refused}");
+    let body = b"{}".to_vec();
+    let answer = app
+        .post(
+            "github",
+            &refs(&github_headers(&body, "gh-refused")),
+            body.clone(),
+        )
+        .await;
+    assert_eq!(
+        (answer.status, answer.code()),
+        (503, "adapter_unavailable"),
+        "a refused file with no earlier version leaves the adapter unloaded"
+    );
+    install_atomically(
+        &github,
+        &std::fs::read(adapter_file("github.wasm")).unwrap(),
+    );
+    let serving = wait("github.wasm", "serving").await;
+    assert!(serving["last_error"].is_null(), "{serving}");
+    let answer = app
+        .post("github", &refs(&github_headers(&body, "gh-fixed")), body)
+        .await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+}
