@@ -28,6 +28,8 @@ use crate::wasm::{AdapterSet, LoadedAdapter, Sandbox};
 
 /// Quiet time after the last event before a pass: an editor's save or a copy is several events.
 const DEBOUNCE: Duration = Duration::from_millis(200);
+/// Longest a stream of events may postpone a pass.
+const MAX_DEBOUNCE: Duration = Duration::from_secs(2);
 /// A pass even without events (network filesystems, some container mounts).
 const POLL_INTERVAL: Duration = Duration::from_secs(5);
 /// Longest error kept in the status table.
@@ -119,7 +121,12 @@ impl Reloader {
     ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
         let (tx, mut rx) = tokio::sync::mpsc::channel::<()>(1);
         let mut watcher =
-            notify::recommended_watcher(move |_event: notify::Result<notify::Event>| {
+            notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+                // inotify reports opens and reads too, including this task's own reads of the
+                // files: reacting to those would rescan forever.
+                if event.is_ok_and(|e| e.kind.is_access()) {
+                    return;
+                }
                 let _ = tx.try_send(());
             })?;
         watcher.watch(&self.dir, notify::RecursiveMode::NonRecursive)?;
@@ -129,8 +136,12 @@ impl Reloader {
                 tokio::select! {
                     _ = cancel.cancelled() => break,
                     Some(()) = rx.recv() => {
-                        // Wait for a quiet spell: a copy or an editor's save is many events.
-                        while let Ok(Some(())) = tokio::time::timeout(DEBOUNCE, rx.recv()).await {}
+                        // Wait for a quiet spell (a copy or an editor's save is many events),
+                        // but not forever if something keeps writing.
+                        let give_up = tokio::time::Instant::now() + MAX_DEBOUNCE;
+                        while tokio::time::Instant::now() < give_up
+                            && let Ok(Some(())) = tokio::time::timeout(DEBOUNCE, rx.recv()).await
+                        {}
                     }
                     _ = tokio::time::sleep(POLL_INTERVAL) => {}
                 }
