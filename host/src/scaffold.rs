@@ -37,7 +37,7 @@ wit_bindgen::generate!({ path: "../../wit", world: "adapter" });
 wharf_adapter_sdk::adapter_helpers!();
 
 use wharf::adapter::types::{
-    Algorithm, Check, Envelope, Ordering, Part, SecretEncoding, Tolerance,
+    Algorithm, Check, Envelope, Ordering, SecretEncoding, Tolerance,
 };
 use wharf_adapter_sdk as sdk;
 
@@ -75,11 +75,8 @@ impl Guest for Adapter {
         let signature = sdk::hex_decode(hex).ok_or_else(|| invalid("signature is not hex"))?;
         Ok(Prepared {
             checks: vec![Check {
-                // The host computes the MAC of these parts; the body is passed by reference.
-                message: vec![
-                    Part::Literal(sdk::prefix_before_body(&[&timestamp], b'.')),
-                    Part::RawBody,
-                ],
+                // The host computes the MAC of `timestamp.` followed by the raw body.
+                message: pieces_then_body(&[&timestamp], b'.'),
                 signatures: vec![signature],
             }],
             timestamp: Some(unix),

@@ -6,9 +6,7 @@
 wit_bindgen::generate!({ path: "../../wit", world: "adapter" });
 wharf_adapter_sdk::adapter_helpers!();
 
-use wharf::adapter::types::{
-    Algorithm, Check, Envelope, Ordering, Part, SecretEncoding, Tolerance,
-};
+use wharf::adapter::types::{Algorithm, Check, Envelope, Ordering, SecretEncoding, Tolerance};
 use wharf_adapter_sdk as sdk;
 
 struct Adapter;
@@ -56,10 +54,9 @@ impl Guest for Adapter {
         if signatures.is_empty() {
             return Err(invalid("no usable v1 signature"));
         }
-        let signed = sdk::prefix_before_body(&[&id, &timestamp], b'.');
         Ok(Prepared {
             checks: vec![Check {
-                message: vec![Part::Literal(signed), Part::RawBody],
+                message: pieces_then_body(&[&id, &timestamp], b'.'),
                 signatures,
             }],
             timestamp: Some(unix),

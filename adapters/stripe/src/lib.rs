@@ -7,7 +7,7 @@ wit_bindgen::generate!({ path: "../../wit", world: "adapter" });
 wharf_adapter_sdk::adapter_helpers!();
 
 use wharf::adapter::types::{
-    Algorithm, Check, Envelope, ObjectVersion, Ordering, Part, SecretEncoding, Tolerance,
+    Algorithm, Check, Envelope, ObjectVersion, Ordering, SecretEncoding, Tolerance,
 };
 use wharf_adapter_sdk as sdk;
 
@@ -50,10 +50,7 @@ impl Guest for Adapter {
         }
         Ok(Prepared {
             checks: vec![Check {
-                message: vec![
-                    Part::Literal(sdk::prefix_before_body(&[t], b'.')),
-                    Part::RawBody,
-                ],
+                message: pieces_then_body(&[t], b'.'),
                 signatures,
             }],
             timestamp: Some(unix),
