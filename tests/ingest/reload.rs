@@ -375,3 +375,32 @@ async fn a_file_refused_at_start_serves_once_fixed_and_a_second_file_cannot_take
         .await;
     assert_eq!(answer.status, 200, "{answer:?}");
 }
+
+/// A restart with 20 adapters deserialises them from the compiled cache instead of compiling.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_with_twenty_adapters_loads_them_from_the_compiled_cache() {
+    use wharf::wasm::{Sandbox, SandboxLimits};
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let mut files = Vec::new();
+    for n in 0..20 {
+        let file = dir.path().join(format!("a{n:02}.wasm"));
+        std::fs::write(&file, patched(&format!("reload-v{n:02}"))).unwrap();
+        files.push(file);
+    }
+    let load_all = || async {
+        // A new sandbox, as after a restart: same configuration, so the same engine hash.
+        let sandbox = Sandbox::new(SandboxLimits::default(), Some(cache.clone())).unwrap();
+        let started = Instant::now();
+        for file in &files {
+            sandbox.load(file).await.unwrap();
+        }
+        started.elapsed()
+    };
+    let cold = load_all().await;
+    let cached = std::fs::read_dir(&cache).unwrap().count();
+    assert_eq!(cached, 20, "one compiled entry per distinct component");
+    let warm = load_all().await;
+    eprintln!("20 adapters: {cold:?} compiling, {warm:?} from the cache");
+    assert!(warm * 3 < cold, "cold {cold:?}, warm {warm:?}");
+}
