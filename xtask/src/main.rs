@@ -15,8 +15,8 @@ const USAGE: &str = "\
 usage: cargo xtask <command> [args...]
 
 commands:
-  adapters        build every adapter component into adapters/dist/ (test-only ones into
-                  adapters/dist/testing/)
+  adapters        build every adapter component into adapters/dist/<name>.wasm, its fixtures
+                  into adapters/dist/<name>.fixtures/ (test-only ones under adapters/dist/testing/)
   test [args...]  build the adapters, test the adapter SDK, make sure Postgres (and, best
                   effort, NATS) are running, then `cargo test --workspace [args...]`
   dev [args...]   build the adapters, make sure PostgreSQL is installed, then
