@@ -1,7 +1,8 @@
 //! Hot reload under steady load: ten replacements of an adapter file, one of them broken and
 //! one whose fixtures trap, while a few hundred signed requests per second arrive. No request
 //! fails because of a swap, answers after each swap come from the new version (the request
-//! log carries it), and neither the broken file nor the trapping one ever serves. Removing the
+//! log carries it), a request in flight across a swap finishes on the version it started
+//! with, and neither the broken file nor the trapping one ever serves. Removing the
 //! file unregisters the adapter (503) until it returns.
 
 use std::path::Path;
@@ -10,6 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use sha2::Digest;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::common::*;
 
@@ -154,6 +156,24 @@ async fn ten_swaps_under_load_never_fail_a_request_and_never_serve_a_bad_file() 
         Step::Good("reload-v08"),
         Step::Good("reload-v09"),
     ];
+    // A request in flight across the first swap: admitted (its adapter chosen) on v00, its
+    // body finished after v01 serves. It must finish on v00.
+    let inflight_body = b"{\"delivery\":\"inflight\"}".to_vec();
+    let mut inflight = tokio::net::TcpStream::connect(server.base.trim_start_matches("http://"))
+        .await
+        .unwrap();
+    let mut head = format!(
+        "POST /webhooks/reload HTTP/1.1\r\nhost: wharf\r\ncontent-length: {}\r\nconnection: close\r\n",
+        inflight_body.len()
+    );
+    for (name, value) in github_headers(&inflight_body, "inflight") {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    inflight.write_all(head.as_bytes()).await.unwrap();
+    inflight.write_all(&inflight_body[..5]).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
     let mut serving = "reload-v00";
     // (delivery id, version that must have served it)
     let mut markers: Vec<(String, &str)> = Vec::new();
@@ -162,6 +182,14 @@ async fn ten_swaps_under_load_never_fail_a_request_and_never_serve_a_bad_file() 
             Step::Good(version) => {
                 install_atomically(&file, &patched(version));
                 wait_for(&client, &admin, version, |s| s["version"] == *version).await;
+                if serving == "reload-v00" {
+                    inflight.write_all(&inflight_body[5..]).await.unwrap();
+                    let mut answer = Vec::new();
+                    inflight.read_to_end(&mut answer).await.unwrap();
+                    let answer = String::from_utf8_lossy(&answer);
+                    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+                    markers.push(("inflight".into(), "reload-v00"));
+                }
                 serving = version;
             }
             Step::Broken | Step::Traps(_) => {
