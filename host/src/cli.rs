@@ -103,6 +103,24 @@ enum EventsCommand {
 enum AdapterCommand {
     /// Load an adapter, validate it against the world and print its description as JSON.
     Check { file: PathBuf },
+    /// Run an adapter's fixtures through the host's verification path, without a database.
+    /// Prints a diff for each failing case and exits non-zero if any fails.
+    Test { file: PathBuf, fixtures: PathBuf },
+    /// Show every adapter file a running receiver has seen (from its admin listener).
+    Status {
+        /// The admin listener, `host:port`; defaults to `admin_listen` in the config.
+        #[arg(long, env = "WHARF_ADMIN_LISTEN")]
+        admin: Option<String>,
+        #[arg(long, env = "WHARF_CONFIG", default_value = "wharf.toml")]
+        config: PathBuf,
+    },
+    /// Create a working adapter crate, with passing fixtures, in the adapters workspace.
+    New {
+        name: String,
+        /// The adapters workspace (its Cargo.toml gains the new member).
+        #[arg(long, default_value = "adapters")]
+        dir: PathBuf,
+    },
 }
 
 pub fn main() -> ExitCode {
@@ -157,15 +175,92 @@ async fn run(command: Command) -> anyhow::Result<()> {
             work(config, count).await
         }
         Command::Events { config, command } => events(&Config::load(&config)?, command).await,
-        Command::Adapter {
-            command: AdapterCommand::Check { file },
-        } => {
+        Command::Adapter { command } => adapter(command).await,
+    }
+}
+
+async fn adapter(command: AdapterCommand) -> anyhow::Result<()> {
+    match command {
+        AdapterCommand::Check { file } => {
             let sandbox = Sandbox::new(SandboxLimits::default(), None)?;
             let adapter = sandbox.load(&file).await?;
             println!("{}", serde_json::to_string_pretty(&adapter.info)?);
             Ok(())
         }
+        AdapterCommand::Test { file, fixtures } => {
+            let sandbox = Sandbox::new(SandboxLimits::default(), None)?;
+            let adapter = std::sync::Arc::new(sandbox.load(&file).await?);
+            println!(
+                "{} {} ({})",
+                adapter.info.name,
+                adapter.info.version,
+                fixtures.display()
+            );
+            let report = crate::fixtures::run_dir(&adapter, &fixtures).await?;
+            print!("{}", report.render());
+            anyhow::ensure!(report.failed() == 0, "{} fixtures failed", report.failed());
+            Ok(())
+        }
+        AdapterCommand::Status { admin, config } => {
+            let admin = match admin {
+                Some(a) => a,
+                None => Config::load_unvalidated(&config)?
+                    .server
+                    .admin_listen
+                    .ok_or_else(|| anyhow::anyhow!("no admin_listen in the config: use --admin"))?
+                    .to_string(),
+            };
+            let files: Vec<crate::reload::FileStatus> =
+                serde_json::from_slice(&http_get(&admin, "/admin/adapters").await?)?;
+            println!(
+                "{:<28} {:<9} {:<20} {:<14} {:<12} error",
+                "file", "state", "adapter", "version", "sha256"
+            );
+            for f in files {
+                println!(
+                    "{:<28} {:<9} {:<20} {:<14} {:<12} {}",
+                    f.file,
+                    f.state,
+                    f.adapter.unwrap_or_default(),
+                    f.version.unwrap_or_default(),
+                    f.sha256.as_deref().map_or("", |h| &h[..h.len().min(12)]),
+                    f.last_error.unwrap_or_default()
+                );
+            }
+            Ok(())
+        }
+        AdapterCommand::New { name, dir } => {
+            let created = crate::scaffold::new_adapter(&dir, &name)?;
+            println!("created {}", created.display());
+            print!("{}", crate::scaffold::next_steps(&dir, &name));
+            Ok(())
+        }
     }
+}
+
+/// A plain HTTP/1.0 GET to the admin listener (local, no TLS); returns the body.
+async fn http_get(addr: &str, path: &str) -> anyhow::Result<Vec<u8>> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = addr.trim_start_matches("http://").trim_end_matches('/');
+    let mut stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| anyhow::anyhow!("admin listener {addr}: {e}"))?;
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+        .await?;
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await?;
+    let at = response
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or_else(|| anyhow::anyhow!("admin listener {addr}: no HTTP answer"))?;
+    let head = String::from_utf8_lossy(&response[..at]);
+    anyhow::ensure!(
+        head.split_whitespace().nth(1) == Some("200"),
+        "admin listener {addr}: {}",
+        head.lines().next().unwrap_or_default()
+    );
+    Ok(response[at + 4..].to_vec())
 }
 
 /// Runs the receiver until SIGINT or SIGTERM, then shuts down gracefully. Prints one line

@@ -41,7 +41,15 @@ pub fn admin_router(state: HttpState) -> Router {
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(ready))
         .route("/metrics", get(metrics))
+        .route("/admin/adapters", get(adapter_status))
         .with_state(state)
+}
+
+/// Every adapter file and what became of it (`wharf adapter status` reads this).
+async fn adapter_status(State(state): State<HttpState>) -> Response {
+    let adapters = state.ingest.adapters();
+    let files: Vec<_> = adapters.files().values().collect();
+    axum::Json(files).into_response()
 }
 
 async fn metrics(State(state): State<HttpState>) -> Response {
@@ -262,7 +270,7 @@ fn outcome_response(outcome: &Outcome) -> Response {
 }
 
 /// Status and public code of each error (DESIGN.md section 6).
-fn error_code(e: &IngestError) -> (StatusCode, &'static str) {
+pub fn error_code(e: &IngestError) -> (StatusCode, &'static str) {
     match e {
         IngestError::UnknownEndpoint => (StatusCode::NOT_FOUND, "unknown_endpoint"),
         IngestError::HeadersTooLarge => (
@@ -294,7 +302,7 @@ fn error_code(e: &IngestError) -> (StatusCode, &'static str) {
 }
 
 /// The cause kept for the log and never sent: it may name files, adapters or database state.
-fn internal_cause(e: &IngestError) -> Option<String> {
+pub fn internal_cause(e: &IngestError) -> Option<String> {
     match e {
         IngestError::InvalidSignature(d)
         | IngestError::Malformed(d)

@@ -15,7 +15,7 @@ use crate::config::{EndpointConfig, UnsupportedTypes, glob_match};
 use crate::failpoint;
 use crate::metrics::Metrics;
 use crate::processing::Signals;
-use crate::secrets::{SecretStore, SecretsError};
+use crate::secrets::{KeyEncoding, SecretStore, Secrets, SecretsError, TrustedKey};
 use crate::store::{Acceptance, NewEvent, ObjectVersion, Store, StoreError, Submission};
 use crate::verify::{self, VerifyError};
 use crate::wasm::{
@@ -95,7 +95,8 @@ pub struct RequestFacts {
 }
 
 /// What steps 4 to 7 decided: answer now, or accept these events.
-enum Verified {
+#[derive(Debug)]
+pub enum Verified {
     Done(Outcome),
     Accept(Submission),
 }
@@ -178,6 +179,15 @@ impl Ingest {
         self.adapters.store(Arc::new(adapters));
     }
 
+    /// Changes one entry without losing a concurrent change to another (read-copy-update).
+    pub fn update_adapters(&self, change: impl Fn(&mut AdapterSet)) {
+        self.adapters.rcu(|current| {
+            let mut next = AdapterSet::clone(current);
+            change(&mut next);
+            next
+        });
+    }
+
     /// Steps before the body is read: the endpoint, its adapter, and the body limit.
     pub fn admit(&self, endpoint_id: &str) -> Result<Admitted, IngestError> {
         let endpoint = self
@@ -228,9 +238,17 @@ impl Ingest {
             .adapter
             .on_sandbox(async move {
                 let mut facts = RequestFacts::default();
-                let verified = this
-                    .verify_and_parse(&job, headers, query.as_deref(), body, &mut facts)
-                    .await;
+                let now = this.clock.now();
+                let verified = verify_and_parse(
+                    &job,
+                    this.secrets.as_ref(),
+                    now,
+                    headers,
+                    query.as_deref(),
+                    body,
+                    &mut facts,
+                )
+                .await;
                 (verified, facts)
             })
             .await
@@ -252,120 +270,150 @@ impl Ingest {
             }
         }
     }
+}
 
-    /// Steps 4 to 7: what is signed, verification, freshness, and what the verified body means.
-    async fn verify_and_parse(
+/// Where verification gets an endpoint's trusted keys: the live secrets file when serving, a
+/// fixture's own secret set under `wharf adapter test`.
+pub trait KeySource: Send + Sync {
+    fn keys(
         &self,
-        admitted: &Admitted,
-        headers: Arc<http::HeaderMap>,
-        query: Option<&str>,
-        body: Bytes,
-        facts: &mut RequestFacts,
-    ) -> Result<Verified, IngestError> {
-        let Admitted {
-            endpoint, adapter, ..
-        } = admitted;
-        facts.adapter = Some(adapter.info.name.clone());
-        facts.adapter_version = Some(adapter.info.version.clone());
-        let view = || RequestView {
-            endpoint_id: endpoint.id.clone(),
-            url: endpoint.public_url.as_ref().map(|u| match query {
-                Some(q) => format!("{u}?{q}"),
-                None => u.clone(),
-            }),
-            headers: Arc::clone(&headers),
-            body: body.clone(),
-        };
+        set: &str,
+        encoding: KeyEncoding,
+        now: OffsetDateTime,
+    ) -> Result<Vec<TrustedKey>, SecretsError>;
+}
 
-        // 4. The adapter describes what is signed. Its rejection here is always a 401.
-        let prepared = adapter
-            .prepare(view())
-            .await?
-            .map_err(|r| IngestError::InvalidSignature(r.detail))?;
+impl KeySource for SecretStore {
+    fn keys(
+        &self,
+        set: &str,
+        encoding: KeyEncoding,
+        now: OffsetDateTime,
+    ) -> Result<Vec<TrustedKey>, SecretsError> {
+        SecretStore::keys(self, set, encoding, now)
+    }
+}
 
-        // 5. Verify under every trusted version of the endpoint's configured secret set.
-        let now = self.clock.now();
-        let keys = self
-            .secrets
-            .keys(&endpoint.secret, adapter.info.encoding, now)?;
-        let mac = adapter
-            .info
-            .mac
-            .ok_or_else(|| IngestError::AdapterUnavailable("no algorithm".into()))?;
-        let version = verify::verify(mac, &keys, &prepared, &body)
-            .map_err(|e| IngestError::InvalidSignature(e.to_string()))?;
-        facts.secret_version = Some(version.to_owned());
+impl KeySource for Secrets {
+    fn keys(
+        &self,
+        set: &str,
+        encoding: KeyEncoding,
+        now: OffsetDateTime,
+    ) -> Result<Vec<TrustedKey>, SecretsError> {
+        Secrets::keys(self, set, encoding, now)
+    }
+}
 
-        // 6. Freshness of the signed timestamp, when the provider signs one.
-        if let Some(past) = endpoint.tolerance_secs.or(adapter.info.tolerance_past_secs) {
-            let future = endpoint
-                .future_tolerance_secs
-                .or(adapter.info.tolerance_future_secs)
-                .unwrap_or(past);
-            verify::check_freshness(prepared.timestamp, now.unix_timestamp(), past, future)
-                .map_err(|e| match e {
-                    VerifyError::MissingTimestamp => IngestError::InvalidSignature(e.to_string()),
-                    e => IngestError::StaleTimestamp(e),
-                })?;
-        }
+/// Steps 4 to 7: what is signed, verification, freshness, and what the verified body means.
+/// Needs no database: the HTTP path and the fixture runner (`wharf adapter test`) both run
+/// exactly this, so a fixture that passes tells how the receiver will answer.
+pub async fn verify_and_parse(
+    admitted: &Admitted,
+    secrets: &dyn KeySource,
+    now: OffsetDateTime,
+    headers: Arc<http::HeaderMap>,
+    query: Option<&str>,
+    body: Bytes,
+    facts: &mut RequestFacts,
+) -> Result<Verified, IngestError> {
+    let Admitted {
+        endpoint, adapter, ..
+    } = admitted;
+    facts.adapter = Some(adapter.info.name.clone());
+    facts.adapter_version = Some(adapter.info.version.clone());
+    let view = || RequestView {
+        endpoint_id: endpoint.id.clone(),
+        url: endpoint.public_url.as_ref().map(|u| match query {
+            Some(q) => format!("{u}?{q}"),
+            None => u.clone(),
+        }),
+        headers: Arc::clone(&headers),
+        body: body.clone(),
+    };
 
-        // 7. Only now may anything interpret the body.
-        let parsed = match adapter.parse(view()).await? {
-            Ok(parsed) => parsed,
-            Err(r) => {
-                return match r.kind {
-                    RejectionKind::UnsupportedEventType => self.unsupported(endpoint, r.detail),
-                    RejectionKind::Malformed => Err(IngestError::Malformed(r.detail)),
-                    // After a successful verification this is an adapter contract breach.
-                    RejectionKind::InvalidSignature => Err(IngestError::InvalidSignature(r.detail)),
-                };
-            }
-        };
-        let envelopes = match parsed {
-            Parsed::Handshake(h) => {
-                if !(200..300).contains(&h.status)
-                    || http::HeaderValue::from_str(&h.content_type).is_err()
-                {
-                    return Err(IngestError::AdapterUnavailable(
-                        "invalid handshake answer".into(),
-                    ));
-                }
-                return Ok(Verified::Done(Outcome::Handshake(h)));
-            }
-            Parsed::Events(envelopes) if envelopes.is_empty() => {
-                return Err(IngestError::Malformed("no events in the body".into()));
-            }
-            Parsed::Events(envelopes) => envelopes,
-        };
-        facts.event_id = envelopes.first().map(|e| e.event_id.clone());
-        let allowed = &adapter.info.event_types;
-        if let Some(e) = envelopes
-            .iter()
-            .find(|e| !allowed.is_empty() && !allowed.iter().any(|g| glob_match(g, &e.event_type)))
-        {
-            return self.unsupported(endpoint, format!("event type {:?}", e.event_type));
-        }
-        let events = envelopes
-            .into_iter()
-            .map(|e| to_event(&adapter.info.name, &endpoint.id, e))
-            .collect::<Result<Vec<_>, _>>()?;
+    // 4. The adapter describes what is signed. Its rejection here is always a 401.
+    let prepared = adapter
+        .prepare(view())
+        .await?
+        .map_err(|r| IngestError::InvalidSignature(r.detail))?;
 
-        Ok(Verified::Accept(Submission {
-            payload: body.clone(),
-            matched_secret_version: version.to_owned(),
-            events,
-        }))
+    // 5. Verify under every trusted version of the endpoint's configured secret set.
+    let keys = secrets.keys(&endpoint.secret, adapter.info.encoding, now)?;
+    let mac = adapter
+        .info
+        .mac
+        .ok_or_else(|| IngestError::AdapterUnavailable("no algorithm".into()))?;
+    let version = verify::verify(mac, &keys, &prepared, &body)
+        .map_err(|e| IngestError::InvalidSignature(e.to_string()))?;
+    facts.secret_version = Some(version.to_owned());
+
+    // 6. Freshness of the signed timestamp, when the provider signs one.
+    if let Some(past) = endpoint.tolerance_secs.or(adapter.info.tolerance_past_secs) {
+        let future = endpoint
+            .future_tolerance_secs
+            .or(adapter.info.tolerance_future_secs)
+            .unwrap_or(past);
+        verify::check_freshness(prepared.timestamp, now.unix_timestamp(), past, future).map_err(
+            |e| match e {
+                VerifyError::MissingTimestamp => IngestError::InvalidSignature(e.to_string()),
+                e => IngestError::StaleTimestamp(e),
+            },
+        )?;
     }
 
-    fn unsupported(
-        &self,
-        endpoint: &EndpointConfig,
-        detail: String,
-    ) -> Result<Verified, IngestError> {
-        match endpoint.unsupported_types {
-            UnsupportedTypes::Reject => Err(IngestError::UnsupportedEventType(detail)),
-            UnsupportedTypes::Ignore => Ok(Verified::Done(Outcome::Ignored(detail))),
+    // 7. Only now may anything interpret the body.
+    let parsed = match adapter.parse(view()).await? {
+        Ok(parsed) => parsed,
+        Err(r) => {
+            return match r.kind {
+                RejectionKind::UnsupportedEventType => unsupported(endpoint, r.detail),
+                RejectionKind::Malformed => Err(IngestError::Malformed(r.detail)),
+                // After a successful verification this is an adapter contract breach.
+                RejectionKind::InvalidSignature => Err(IngestError::InvalidSignature(r.detail)),
+            };
         }
+    };
+    let envelopes = match parsed {
+        Parsed::Handshake(h) => {
+            if !(200..300).contains(&h.status)
+                || http::HeaderValue::from_str(&h.content_type).is_err()
+            {
+                return Err(IngestError::AdapterUnavailable(
+                    "invalid handshake answer".into(),
+                ));
+            }
+            return Ok(Verified::Done(Outcome::Handshake(h)));
+        }
+        Parsed::Events(envelopes) if envelopes.is_empty() => {
+            return Err(IngestError::Malformed("no events in the body".into()));
+        }
+        Parsed::Events(envelopes) => envelopes,
+    };
+    facts.event_id = envelopes.first().map(|e| e.event_id.clone());
+    let allowed = &adapter.info.event_types;
+    if let Some(e) = envelopes
+        .iter()
+        .find(|e| !allowed.is_empty() && !allowed.iter().any(|g| glob_match(g, &e.event_type)))
+    {
+        return unsupported(endpoint, format!("event type {:?}", e.event_type));
+    }
+    let events = envelopes
+        .into_iter()
+        .map(|e| to_event(&adapter.info.name, &endpoint.id, e))
+        .collect::<Result<Vec<_>, _>>()?;
+
+    Ok(Verified::Accept(Submission {
+        payload: body.clone(),
+        matched_secret_version: version.to_owned(),
+        events,
+    }))
+}
+
+fn unsupported(endpoint: &EndpointConfig, detail: String) -> Result<Verified, IngestError> {
+    match endpoint.unsupported_types {
+        UnsupportedTypes::Reject => Err(IngestError::UnsupportedEventType(detail)),
+        UnsupportedTypes::Ignore => Ok(Verified::Done(Outcome::Ignored(detail))),
     }
 }
 

@@ -29,9 +29,17 @@ pub struct DeliveryLabels {
     pub outcome: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReloadLabels {
+    pub adapter: String,
+    /// `loaded`, `failed` or `removed`.
+    pub result: String,
+}
+
 pub struct Metrics {
     registry: Mutex<Registry>,
     requests: Family<RequestLabels, Counter>,
+    reloads: Family<ReloadLabels, Counter>,
     ack_seconds: Histogram,
     db_commit_seconds: Histogram,
     worker_events: Family<OutcomeLabels, Counter>,
@@ -87,9 +95,16 @@ impl Default for Metrics {
             "Accepted-event notices not yet published (read by the reconciler)",
             outbox_unpublished.clone(),
         );
+        let reloads = Family::<ReloadLabels, Counter>::default();
+        registry.register(
+            "wharf_adapter_reloads",
+            "Adapter files loaded, refused (kept the previous version) or removed",
+            reloads.clone(),
+        );
         Self {
             registry: Mutex::new(registry),
             requests,
+            reloads,
             ack_seconds,
             db_commit_seconds,
             worker_events,
@@ -108,6 +123,14 @@ impl Metrics {
         };
         self.requests.get_or_create(&labels).inc();
         self.ack_seconds.observe(seconds);
+    }
+
+    pub fn adapter_reload(&self, adapter: &str, result: &str) {
+        let labels = ReloadLabels {
+            adapter: adapter.to_owned(),
+            result: result.to_owned(),
+        };
+        self.reloads.get_or_create(&labels).inc();
     }
 
     pub fn db_commit(&self, seconds: f64) {

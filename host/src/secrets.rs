@@ -272,7 +272,12 @@ impl SecretStore {
             .unwrap_or(Path::new("."))
             .to_owned();
         let mut watcher =
-            notify::recommended_watcher(move |_event: notify::Result<notify::Event>| {
+            notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+                // inotify reports opens too, including `reload`'s own read of the file:
+                // reacting to those would re-read the file in a loop.
+                if event.is_ok_and(|e| e.kind.is_access()) {
+                    return;
+                }
                 let _ = tx.try_send(());
             })?;
         watcher.watch(&dir, notify::RecursiveMode::NonRecursive)?;

@@ -16,6 +16,7 @@ use crate::http::{HttpState, admin_router, public_router};
 use crate::ingest::Ingest;
 use crate::metrics::Metrics;
 use crate::processing::Processing;
+use crate::reload::Reloader;
 use crate::secrets::SecretStore;
 use crate::store::Store;
 use crate::wasm::Sandbox;
@@ -69,14 +70,15 @@ impl Server {
             }
         }
         let sandbox = Sandbox::new(config.sandbox_limits(), config.adapters.cache_dir.clone())?;
-        let adapters = sandbox.load_dir(&config.adapters.dir).await?;
+        let metrics = Arc::new(Metrics::default());
+        let reloader = Reloader::new(Arc::clone(&sandbox), config.adapters.dir.clone());
+        let adapters = reloader.initial(&metrics).await?;
         for e in &config.endpoints {
             if adapters.get(&e.adapter).is_none() {
                 tracing::warn!(endpoint = %e.id, adapter = %e.adapter,
                     "adapter not loaded: the endpoint answers 503 adapter_unavailable until it is");
             }
         }
-        let metrics = Arc::new(Metrics::default());
         let ingest = Arc::new(Ingest::new(
             config.endpoints.clone(),
             adapters,
@@ -102,6 +104,8 @@ impl Server {
         let mut tasks = JoinSet::new();
         let watcher = secrets.watch(cancel.clone())?;
         tasks.spawn(async move { watcher.await.map_err(Into::into) });
+        let adapter_watcher = reloader.watch(Arc::clone(&ingest), cancel.clone())?;
+        tasks.spawn(async move { adapter_watcher.await.map_err(Into::into) });
         // Workers here unless processing runs elsewhere (`count = 0` and `wharf worker`).
         if config.worker.count > 0 {
             processing.spawn(config.worker.count, &cancel, &mut tasks);

@@ -6,7 +6,7 @@
 //! and a WASI context with nothing in it: no files, environment, network, and clocks that read
 //! zero. Secrets never cross into a store.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -283,10 +283,23 @@ impl Sandbox {
     /// Compiles (or loads from the cache), links, and describes one component.
     pub async fn load(self: &Arc<Self>, path: &Path) -> anyhow::Result<LoadedAdapter> {
         let bytes = tokio::fs::read(path).await?;
+        self.load_bytes(bytes, path).await
+    }
+
+    /// Like `load`, for bytes already read (hot reload hashes exactly what it compiles).
+    /// Checks, in order: a valid component, imports on the allowlist, exports typed as the
+    /// world says (`AdapterPre::new`), and a `describe` the host accepts.
+    pub async fn load_bytes(
+        self: &Arc<Self>,
+        bytes: Vec<u8>,
+        path: &Path,
+    ) -> anyhow::Result<LoadedAdapter> {
         let sha256 = hex::encode(Sha256::digest(&bytes));
         let this = Arc::clone(self);
         let hash = sha256.clone();
+        // Compilation is CPU-heavy: a blocking thread, never a thread serving requests.
         let component = tokio::task::spawn_blocking(move || this.compile(&bytes, &hash)).await??;
+        let world = check_imports(&self.engine, &component)?;
         let pre = self
             .linker
             .instantiate_pre(&component)
@@ -301,6 +314,7 @@ impl Sandbox {
         };
         let description = adapter.describe().await?;
         adapter.info = AdapterInfo::try_from(description)?;
+        adapter.info.world = world;
         Ok(adapter)
     }
 
@@ -329,48 +343,102 @@ impl Sandbox {
         }
         Ok(component)
     }
-
-    /// Loads every `*.wasm` directly inside `dir`. A file that fails is reported and skipped:
-    /// its endpoints answer 503 `adapter_unavailable`.
-    pub async fn load_dir(self: &Arc<Self>, dir: &Path) -> anyhow::Result<AdapterSet> {
-        let mut set = HashMap::new();
-        let mut entries = tokio::fs::read_dir(dir)
-            .await
-            .map_err(|e| anyhow::anyhow!("adapters dir {}: {e}", dir.display()))?;
-        while let Some(entry) = entries.next_entry().await? {
-            let path = entry.path();
-            if path.extension().and_then(|e| e.to_str()) != Some("wasm") || !path.is_file() {
-                continue;
-            }
-            match self.load(&path).await {
-                Ok(adapter) => {
-                    tracing::info!(adapter = %adapter.info.name, version = %adapter.info.version,
-                        file = %path.display(), "adapter loaded");
-                    if let Some(prev) = set.insert(adapter.info.name.clone(), Arc::new(adapter)) {
-                        tracing::warn!(adapter = %prev.info.name, file = %prev.path.display(),
-                            "two files describe the same adapter name; the later one wins");
-                    }
-                }
-                Err(e) => {
-                    tracing::error!(file = %path.display(), error = %e, "adapter failed to load")
-                }
-            }
-        }
-        Ok(AdapterSet(set))
-    }
 }
 
-/// The loaded adapters by name.
+/// The interface every adapter imports (its `request` resource lives there); the version on
+/// this import is how a component's WIT package version is told apart (see ARCHITECTURE.md).
+const TYPES_INTERFACE: &str = "wharf:adapter/types@";
+/// The package versions this host has bindings for.
+const SERVED_WORLDS: &[&str] = &["0.1."];
+
+/// Import namespaces a component may use. Everything WASI that Rust's standard library links
+/// is allowed because the host grants it nothing (empty context, zero clocks); sockets, HTTP
+/// and anything unknown are refused at load time, before the component can serve.
+const ALLOWED_IMPORTS: &[&str] = &[
+    TYPES_INTERFACE,
+    "wasi:cli/",
+    "wasi:io/",
+    "wasi:clocks/",
+    "wasi:filesystem/",
+    "wasi:random/",
+];
+
+fn import_allowed(name: &str) -> bool {
+    ALLOWED_IMPORTS.iter().any(|p| name.starts_with(p))
+}
+
+/// Refuses imports off the allowlist; returns the WIT package the component targets.
+fn check_imports(engine: &Engine, component: &Component) -> anyhow::Result<String> {
+    let ty = component.component_type();
+    use wasmtime::component::types::ComponentItem;
+    let refused: Vec<&str> = ty
+        .imports(engine)
+        // Type imports (the world's `use types.{request, ...}`) grant nothing; anything that
+        // can be called or instantiated must come from an allowed interface.
+        .filter(|(_, item)| !matches!(item.ty, ComponentItem::Type(_) | ComponentItem::Resource(_)))
+        .map(|(name, _)| name)
+        .filter(|name| !import_allowed(name))
+        .collect();
+    anyhow::ensure!(
+        refused.is_empty(),
+        "component imports what adapters may not use: {}",
+        refused.join(", ")
+    );
+    let version = ty
+        .imports(engine)
+        .find_map(|(name, _)| name.strip_prefix(TYPES_INTERFACE))
+        .ok_or_else(|| anyhow::anyhow!("component does not import {TYPES_INTERFACE}*"))?;
+    anyhow::ensure!(
+        SERVED_WORLDS.iter().any(|v| version.starts_with(v)),
+        "component targets wharf:adapter@{version}; this host serves {}",
+        SERVED_WORLDS
+            .iter()
+            .map(|v| format!("{v}x"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    Ok(format!("wharf:adapter@{version}"))
+}
+
+/// The loaded adapters by name. Cloned and swapped whole (`Ingest::update_adapters`), so a
+/// request sees one consistent set and keeps its adapter after a swap.
+/// The status of each file in the adapters folder travels with the set, so the two never
+/// disagree.
 #[derive(Default, Clone)]
-pub struct AdapterSet(HashMap<String, Arc<LoadedAdapter>>);
+pub struct AdapterSet {
+    adapters: HashMap<String, Arc<LoadedAdapter>>,
+    files: BTreeMap<String, crate::reload::FileStatus>,
+}
 
 impl AdapterSet {
     pub fn get(&self, name: &str) -> Option<&Arc<LoadedAdapter>> {
-        self.0.get(name)
+        self.adapters.get(name)
     }
 
     pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.0.keys().map(String::as_str)
+        self.adapters.keys().map(String::as_str)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<LoadedAdapter>> {
+        self.adapters.values()
+    }
+
+    /// Adds or replaces the adapter of that name; returns the one it replaced.
+    pub fn insert(&mut self, adapter: Arc<LoadedAdapter>) -> Option<Arc<LoadedAdapter>> {
+        self.adapters.insert(adapter.info.name.clone(), adapter)
+    }
+
+    pub fn remove(&mut self, name: &str) -> Option<Arc<LoadedAdapter>> {
+        self.adapters.remove(name)
+    }
+
+    /// Every file seen in the adapters folder, by file name.
+    pub fn files(&self) -> &BTreeMap<String, crate::reload::FileStatus> {
+        &self.files
+    }
+
+    pub fn set_file(&mut self, status: crate::reload::FileStatus) {
+        self.files.insert(status.file.clone(), status);
     }
 }
 
@@ -386,6 +454,8 @@ pub struct AdapterInfo {
     pub tolerance_past_secs: Option<u64>,
     pub tolerance_future_secs: Option<u64>,
     pub ordering: &'static str,
+    /// The WIT package the component was built against, from its `types` import.
+    pub world: String,
     #[serde(skip)]
     pub mac: Option<crate::verify::MacAlgorithm>,
     #[serde(skip)]
@@ -404,6 +474,7 @@ impl AdapterInfo {
             tolerance_past_secs: None,
             tolerance_future_secs: None,
             ordering: "",
+            world: String::new(),
             mac: None,
             encoding: crate::secrets::KeyEncoding::Raw,
         }
@@ -462,6 +533,7 @@ impl TryFrom<bindings::wharf::adapter::types::Description> for AdapterInfo {
             tolerance_past_secs: d.tolerance.map(|t| t.past_secs),
             tolerance_future_secs: d.tolerance.map(|t| t.future_secs),
             ordering,
+            world: String::new(),
             mac: Some(mac),
             encoding,
         })
@@ -686,4 +758,28 @@ where
             stderr: captured.trim().to_owned(),
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::import_allowed;
+
+    #[test]
+    fn imports_allowlist() {
+        for ok in [
+            "wharf:adapter/types@0.1.0",
+            "wasi:cli/environment@0.2.6",
+            "wasi:io/streams@0.2.6",
+            "wasi:filesystem/preopens@0.2.6",
+        ] {
+            assert!(import_allowed(ok), "{ok}");
+        }
+        for refused in [
+            "wasi:sockets/tcp@0.2.6",
+            "wasi:http/outgoing-handler@0.2.6",
+            "acme:backdoor/api",
+        ] {
+            assert!(!import_allowed(refused), "{refused}");
+        }
+    }
 }

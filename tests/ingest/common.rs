@@ -21,11 +21,12 @@ pub fn repo_root() -> PathBuf {
         .to_owned()
 }
 
-/// A built adapter component; the suite needs `cargo xtask adapters` first.
+/// A built adapter component (or its fixtures folder); the suite needs
+/// `cargo xtask adapters` first.
 pub fn adapter_file(rel: &str) -> PathBuf {
     let path = repo_root().join("adapters/dist").join(rel);
     assert!(
-        path.is_file(),
+        path.exists(),
         "{} missing: run `cargo xtask adapters` (or `cargo xtask test`)",
         path.display()
     );
@@ -457,6 +458,27 @@ pub fn standard_signature(secret: &str, id: &str, ts: i64, body: &[u8]) -> Strin
     )
 }
 
+/// Copies a folder of folders of files (a fixtures folder).
+pub fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let path = entry.unwrap().path();
+        let dest = to.join(path.file_name().unwrap());
+        if path.is_dir() {
+            copy_tree(&path, &dest);
+        } else {
+            std::fs::copy(&path, &dest).unwrap();
+        }
+    }
+}
+
+/// Writes `bytes` to `dest` the way deploy tools should: a temporary file, then a rename.
+pub fn install_atomically(dest: &Path, bytes: &[u8]) {
+    let temp = dest.with_extension("tmp-upload");
+    std::fs::write(&temp, bytes).unwrap();
+    std::fs::rename(&temp, dest).unwrap();
+}
+
 pub fn refs(headers: &[(String, String)]) -> Vec<(&str, &str)> {
     headers
         .iter()
@@ -468,6 +490,8 @@ pub fn refs(headers: &[(String, String)]) -> Vec<(&str, &str)> {
 pub struct ServeProcess {
     pub child: tokio::process::Child,
     pub base: String,
+    /// The admin listener's base URL, when the config has one.
+    pub admin: Option<String>,
 }
 
 impl ServeProcess {
@@ -517,7 +541,8 @@ impl ServeProcess {
             .as_str()
             .map(|a| format!("http://{a}"))
             .unwrap_or_default();
-        Self { child, base }
+        let admin = started["admin"].as_str().map(|a| format!("http://{a}"));
+        Self { child, base, admin }
     }
 
     /// Waits for the process to end on its own (a failpoint) and returns how it ended.

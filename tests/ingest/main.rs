@@ -6,9 +6,12 @@ mod common;
 
 mod cli;
 mod concurrency;
+mod fixtures;
 mod limits;
 mod logs;
 mod outage;
+mod reload;
 mod sandbox;
+mod scaffold;
 mod secrets;
 mod vectors;

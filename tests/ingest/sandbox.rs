@@ -17,8 +17,8 @@ secret = "github"
 "#;
 
 /// Each way `test-misbehave` can fail: loop forever, allocate without bound, panic, recurse
-/// without bound, return a result over the bound.
-const MODES: [&str; 5] = ["spin", "hog", "trap", "recurse", "bloat"];
+/// without bound, return a result over the bound, try to return 100 MiB.
+const MODES: [&str; 6] = ["spin", "hog", "trap", "recurse", "bloat", "bloat100"];
 
 async fn misbehave(app: &TestApp, mode: &str) -> Answer {
     let endpoint = if mode == "missing" { "missing" } else { "evil" };
@@ -96,5 +96,5 @@ async fn looping_allocating_trapping_recursing_and_bloated_adapters_are_503_and_
         let expected = if mode == "valid" { 200 } else { 503 };
         assert_eq!(answer.status, expected, "{mode}: {answer:?}");
     }
-    assert_eq!(app.count("webhook_inbox").await, 11 + 10);
+    assert_eq!(app.count("webhook_inbox").await, 13 + 10);
 }

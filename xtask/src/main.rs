@@ -15,8 +15,8 @@ const USAGE: &str = "\
 usage: cargo xtask <command> [args...]
 
 commands:
-  adapters        build every adapter component into adapters/dist/ (test-only ones into
-                  adapters/dist/testing/)
+  adapters        build every adapter component into adapters/dist/<name>.wasm, its fixtures
+                  into adapters/dist/<name>.fixtures/ (test-only ones under adapters/dist/testing/)
   test [args...]  build the adapters, test the adapter SDK, make sure Postgres (and, best
                   effort, NATS) are running, then `cargo test --workspace [args...]`
   dev [args...]   build the adapters, make sure PostgreSQL is installed, then
@@ -100,6 +100,12 @@ fn adapters() -> Result {
             let artifact = built.join(format!("{}.wasm", name.replace('-', "_")));
             let bytes = fs::read(&artifact)
                 .map_err(|e| format!("cannot read built component {}: {e}", artifact.display()))?;
+            // Fixtures first: the host runs `<name>.fixtures/` before it swaps in a changed
+            // `<name>.wasm`, so they must be in place when the component lands.
+            let fixtures = dir.join(group).join(&name).join("fixtures");
+            if fixtures.is_dir() {
+                copy_fixtures(&fixtures, &dist.join(format!("{name}.fixtures")))?;
+            }
             let dest = dist.join(format!("{name}.wasm"));
             let shown = dest
                 .strip_prefix(&root)
@@ -152,6 +158,38 @@ fn adapter_crates(dir: &Path) -> Result<Vec<String>> {
     }
     names.sort();
     Ok(names)
+}
+
+/// Replaces `dest` with a copy of the fixtures folder `src` (case folders of plain files).
+fn copy_fixtures(src: &Path, dest: &Path) -> Result {
+    let err = |p: &Path, e: std::io::Error| format!("fixtures {}: {e}", p.display());
+    let parent = dest.parent().expect("destination has a parent");
+    let temp = parent.join(format!(
+        ".{}.tmp",
+        dest.file_name()
+            .and_then(OsStr::to_str)
+            .unwrap_or("fixtures")
+    ));
+    let _ = fs::remove_dir_all(&temp);
+    for case in fs::read_dir(src).map_err(|e| err(src, e))? {
+        let case = case.map_err(|e| err(src, e))?.path();
+        if !case.is_dir() {
+            continue;
+        }
+        let to = temp.join(case.file_name().expect("entry has a name"));
+        fs::create_dir_all(&to).map_err(|e| err(&to, e))?;
+        for file in fs::read_dir(&case).map_err(|e| err(&case, e))? {
+            let file = file.map_err(|e| err(&case, e))?.path();
+            if file.is_file() {
+                fs::copy(&file, to.join(file.file_name().expect("entry has a name")))
+                    .map_err(|e| err(&file, e))?;
+            }
+        }
+    }
+    if dest.exists() {
+        fs::remove_dir_all(dest).map_err(|e| err(dest, e))?;
+    }
+    fs::rename(&temp, dest).map_err(|e| err(dest, e))
 }
 
 /// Writes via a temporary file and a rename: the host hot-reloads `*.wasm` from the folder

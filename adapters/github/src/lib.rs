@@ -4,21 +4,13 @@
 //! The body is not interpreted: it may be form-encoded, and the event type is a header.
 
 wit_bindgen::generate!({ path: "../../wit", world: "adapter" });
+wharf_adapter_sdk::adapter_helpers!();
 
-use wharf::adapter::types::{
-    Algorithm, Check, Envelope, Ordering, Part, RejectionKind, SecretEncoding,
-};
+use wharf::adapter::types::{Algorithm, Check, Envelope, Ordering, Part, SecretEncoding};
 use wharf_adapter_sdk as sdk;
 
 struct Adapter;
 export!(Adapter);
-
-fn reject(kind: RejectionKind, detail: &str) -> Rejection {
-    Rejection {
-        kind,
-        detail: detail.into(),
-    }
-}
 
 impl Guest for Adapter {
     fn describe() -> Description {
@@ -35,10 +27,7 @@ impl Guest for Adapter {
     }
 
     fn prepare(req: &Request) -> Result<Prepared, Rejection> {
-        let invalid = |detail| reject(RejectionKind::InvalidSignature, detail);
-        let header = req
-            .header("x-hub-signature-256")
-            .ok_or_else(|| invalid("missing or repeated X-Hub-Signature-256"))?;
+        let header = signature_header(req, "x-hub-signature-256")?;
         let hex = header
             .strip_prefix(b"sha256=")
             .ok_or_else(|| invalid("expected sha256="))?;
@@ -53,14 +42,14 @@ impl Guest for Adapter {
     }
 
     fn parse(req: &Request) -> Result<Parsed, Rejection> {
-        let required = |name: &str, detail| {
+        let required = |name: &str| {
             req.header(name)
                 .and_then(sdk::utf8_nonempty)
-                .ok_or_else(|| reject(RejectionKind::Malformed, detail))
+                .ok_or_else(|| malformed(&format!("missing or repeated {name}")))
         };
         Ok(Parsed::Events(vec![Envelope {
-            event_id: required("x-github-delivery", "missing or repeated X-GitHub-Delivery")?,
-            event_type: required("x-github-event", "missing or repeated X-GitHub-Event")?,
+            event_id: required("x-github-delivery")?,
+            event_type: required("x-github-event")?,
             object_id: None,
             object_version: None,
             created_at: None,

@@ -91,6 +91,58 @@ pub fn utf8_nonempty(value: Vec<u8>) -> Option<String> {
     String::from_utf8(value).ok().filter(|s| !s.is_empty())
 }
 
+/// Defines, in the adapter crate, the helpers that need its generated WIT types (the SDK has
+/// no bindings of its own): `invalid`, `malformed` and `unsupported` build a `Rejection` of
+/// that kind, `pieces_then_body` builds the signed-parts list `a.b.<raw body>`, and
+/// `signature_header` reads a header that must appear exactly once and be non-empty, else
+/// rejects as `invalid_signature`. Call it once after
+/// `wit_bindgen::generate!`.
+#[macro_export]
+macro_rules! adapter_helpers {
+    () => {
+        /// 401 `invalid_signature`: for anything wrong before verification.
+        #[allow(dead_code)]
+        fn invalid(detail: &str) -> Rejection {
+            Rejection {
+                kind: wharf::adapter::types::RejectionKind::InvalidSignature,
+                detail: detail.into(),
+            }
+        }
+        /// 400 `malformed`: a verified body whose envelope cannot be read.
+        #[allow(dead_code)]
+        fn malformed(detail: &str) -> Rejection {
+            Rejection {
+                kind: wharf::adapter::types::RejectionKind::Malformed,
+                detail: detail.into(),
+            }
+        }
+        /// 422 `unsupported_event_type` (or ignored, per endpoint).
+        #[allow(dead_code)]
+        fn unsupported(detail: &str) -> Rejection {
+            Rejection {
+                kind: wharf::adapter::types::RejectionKind::UnsupportedEventType,
+                detail: detail.into(),
+            }
+        }
+        /// The signed message `piece SEP piece SEP ... body`: literals, then the raw body by
+        /// reference (never copied back to the host).
+        #[allow(dead_code)]
+        fn pieces_then_body(pieces: &[&[u8]], sep: u8) -> Vec<wharf::adapter::types::Part> {
+            vec![
+                wharf::adapter::types::Part::Literal($crate::prefix_before_body(pieces, sep)),
+                wharf::adapter::types::Part::RawBody,
+            ]
+        }
+        /// A header present exactly once and non-empty; missing, empty or repeated is 401.
+        #[allow(dead_code)]
+        fn signature_header(req: &Request, name: &str) -> Result<Vec<u8>, Rejection> {
+            req.header(name)
+                .filter(|v| !v.is_empty())
+                .ok_or_else(|| invalid(&format!("missing, empty or repeated {name}")))
+        }
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

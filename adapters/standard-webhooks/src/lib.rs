@@ -4,21 +4,13 @@
 //! entries. Other versions (`v1a`, Ed25519) are ignored until the host verifies them.
 
 wit_bindgen::generate!({ path: "../../wit", world: "adapter" });
+wharf_adapter_sdk::adapter_helpers!();
 
-use wharf::adapter::types::{
-    Algorithm, Check, Envelope, Ordering, Part, RejectionKind, SecretEncoding, Tolerance,
-};
+use wharf::adapter::types::{Algorithm, Check, Envelope, Ordering, SecretEncoding, Tolerance};
 use wharf_adapter_sdk as sdk;
 
 struct Adapter;
 export!(Adapter);
-
-fn reject(kind: RejectionKind, detail: &str) -> Rejection {
-    Rejection {
-        kind,
-        detail: detail.into(),
-    }
-}
 
 /// `webhook` when any `webhook-id` is present (even repeated), else `svix`; never mixed.
 fn scheme(req: &Request) -> &'static str {
@@ -48,22 +40,11 @@ impl Guest for Adapter {
 
     fn prepare(req: &Request) -> Result<Prepared, Rejection> {
         let s = scheme(req);
-        let header = |suffix: &str| {
-            let name = format!("{s}-{suffix}");
-            let detail = format!("missing, empty or repeated {name}");
-            req.header(&name)
-                .filter(|v| !v.is_empty())
-                .ok_or_else(|| reject(RejectionKind::InvalidSignature, &detail))
-        };
-        let id = header("id")?;
-        let timestamp = header("timestamp")?;
-        let signature = header("signature")?;
-        let unix = sdk::parse_unix_timestamp(&timestamp).ok_or_else(|| {
-            reject(
-                RejectionKind::InvalidSignature,
-                "timestamp is not an integer",
-            )
-        })?;
+        let id = signature_header(req, &format!("{s}-id"))?;
+        let timestamp = signature_header(req, &format!("{s}-timestamp"))?;
+        let signature = signature_header(req, &format!("{s}-signature"))?;
+        let unix = sdk::parse_unix_timestamp(&timestamp)
+            .ok_or_else(|| invalid("timestamp is not an integer"))?;
         let signatures: Vec<Vec<u8>> = sdk::split_list(&signature, b' ')
             .filter_map(|entry| match sdk::split_pair(entry, b',')? {
                 (b"v1", sig) => sdk::base64_decode(sig),
@@ -71,15 +52,11 @@ impl Guest for Adapter {
             })
             .collect();
         if signatures.is_empty() {
-            return Err(reject(
-                RejectionKind::InvalidSignature,
-                "no usable v1 signature",
-            ));
+            return Err(invalid("no usable v1 signature"));
         }
-        let signed = sdk::prefix_before_body(&[&id, &timestamp], b'.');
         Ok(Prepared {
             checks: vec![Check {
-                message: vec![Part::Literal(signed), Part::RawBody],
+                message: pieces_then_body(&[&id, &timestamp], b'.'),
                 signatures,
             }],
             timestamp: Some(unix),
@@ -87,7 +64,6 @@ impl Guest for Adapter {
     }
 
     fn parse(req: &Request) -> Result<Parsed, Rejection> {
-        let malformed = |detail| reject(RejectionKind::Malformed, detail);
         let event_id = req
             .header(&format!("{}-id", scheme(req)))
             .and_then(sdk::utf8_nonempty)

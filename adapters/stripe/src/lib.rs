@@ -4,22 +4,15 @@
 //! ignored. Stripe's key is the whole `whsec_...` string, so the encoding is `raw`.
 
 wit_bindgen::generate!({ path: "../../wit", world: "adapter" });
+wharf_adapter_sdk::adapter_helpers!();
 
 use wharf::adapter::types::{
-    Algorithm, Check, Envelope, ObjectVersion, Ordering, Part, RejectionKind, SecretEncoding,
-    Tolerance,
+    Algorithm, Check, Envelope, ObjectVersion, Ordering, SecretEncoding, Tolerance,
 };
 use wharf_adapter_sdk as sdk;
 
 struct Adapter;
 export!(Adapter);
-
-fn reject(kind: RejectionKind, detail: &str) -> Rejection {
-    Rejection {
-        kind,
-        detail: detail.into(),
-    }
-}
 
 impl Guest for Adapter {
     fn describe() -> Description {
@@ -39,10 +32,7 @@ impl Guest for Adapter {
     }
 
     fn prepare(req: &Request) -> Result<Prepared, Rejection> {
-        let invalid = |detail| reject(RejectionKind::InvalidSignature, detail);
-        let header = req
-            .header("stripe-signature")
-            .ok_or_else(|| invalid("missing or repeated Stripe-Signature"))?;
+        let header = signature_header(req, "stripe-signature")?;
         let mut t: Option<&[u8]> = None;
         let mut signatures = Vec::new();
         for item in sdk::split_list(&header, b',') {
@@ -58,10 +48,9 @@ impl Guest for Adapter {
         if signatures.is_empty() {
             return Err(invalid("no usable v1 signature"));
         }
-        let signed = sdk::prefix_before_body(&[t], b'.');
         Ok(Prepared {
             checks: vec![Check {
-                message: vec![Part::Literal(signed), Part::RawBody],
+                message: pieces_then_body(&[t], b'.'),
                 signatures,
             }],
             timestamp: Some(unix),
@@ -69,18 +58,16 @@ impl Guest for Adapter {
     }
 
     fn parse(req: &Request) -> Result<Parsed, Rejection> {
-        let malformed = |detail| reject(RejectionKind::Malformed, detail);
         let body = sdk::parse_json(&req.body()).ok_or_else(|| malformed("body is not JSON"))?;
-        let event_id = sdk::str_at(&body, &["id"])
-            .filter(|id| !id.is_empty())
-            .ok_or_else(|| malformed("missing event id"))?;
-        let event_type = sdk::str_at(&body, &["type"])
-            .filter(|t| !t.is_empty())
-            .ok_or_else(|| malformed("missing event type"))?;
+        let required = |key| {
+            sdk::str_at(&body, &[key])
+                .filter(|v| !v.is_empty())
+                .ok_or_else(|| malformed(&format!("missing event {key}")))
+        };
         let created = sdk::i64_at(&body, &["created"]);
         Ok(Parsed::Events(vec![Envelope {
-            event_id: event_id.into(),
-            event_type: event_type.into(),
+            event_id: required("id")?.into(),
+            event_type: required("type")?.into(),
             object_id: sdk::str_at(&body, &["data", "object", "id"]).map(Into::into),
             object_version: created.map(ObjectVersion::CreatedAt),
             created_at: created,

@@ -1,6 +1,7 @@
 //! Test-only adapter for the host's sandbox limits. `prepare` misbehaves as the request's
 //! `x-misbehave` header says: `spin` (loops forever), `hog` (allocates without bound),
-//! `trap` (panics), `recurse` (recurses without bound), `bloat` (returns a 1 MiB result).
+//! `trap` (panics), `recurse` (recurses without bound), `bloat` (returns a 1 MiB result),
+//! `bloat100` (tries to return 100 MiB).
 //! Never deploy it; `cargo xtask adapters` puts it under `dist/testing/`.
 
 wit_bindgen::generate!({ path: "../../../wit", world: "adapter" });
@@ -40,6 +41,17 @@ fn recurse(depth: u64) -> u64 {
     recurse(depth + 1).wrapping_add(frame[3])
 }
 
+/// A result holding `size` bytes of literal message.
+fn bloated(size: usize) -> Prepared {
+    Prepared {
+        checks: vec![Check {
+            message: vec![Part::Literal(vec![b'x'; size]), Part::RawBody],
+            signatures: vec![vec![0; 32]],
+        }],
+        timestamp: None,
+    }
+}
+
 impl Guest for Adapter {
     fn describe() -> Description {
         Description {
@@ -63,13 +75,10 @@ impl Guest for Adapter {
                 recurse(0);
                 unreachable!()
             }
-            Some(b"bloat") => Ok(Prepared {
-                checks: vec![Check {
-                    message: vec![Part::Literal(vec![b'x'; 1 << 20]), Part::RawBody],
-                    signatures: vec![vec![0; 32]],
-                }],
-                timestamp: None,
-            }),
+            Some(b"bloat") => Ok(bloated(1 << 20)),
+            // Past the memory cap: the allocation fails inside the guest (a trap) before the
+            // host ever sees a result.
+            Some(b"bloat100") => Ok(bloated(100 << 20)),
             _ => Err(Rejection {
                 kind: RejectionKind::InvalidSignature,
                 detail: "set x-misbehave".into(),

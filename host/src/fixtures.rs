@@ -1,0 +1,384 @@
+//! Adapter fixtures: recorded requests with their expected outcome, run through the same
+//! verification path as live traffic (`ingest::verify_and_parse`) with no database.
+//!
+//! A fixtures folder holds one folder per case:
+//!
+//! ```text
+//! <case>/request.toml   now (Unix seconds), headers as [name, value] pairs in order,
+//!                       optional query, optional [endpoint] settings, the [[secret]] set
+//! <case>/body           the exact raw body bytes
+//! <case>/expected.toml  outcome = "accepted" (with [[event]]s), "handshake", "ignored",
+//!                       or "rejected" with the error code the receiver would answer
+//! ```
+//!
+//! `wharf adapter test` and hot reload both use `run_dir`; a failing case prints the expected
+//! and actual outcome as a line diff.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+
+use crate::config::{EndpointConfig, UnsupportedTypes};
+use crate::ingest::{Admitted, Outcome, RequestFacts, Verified, verify_and_parse};
+use crate::secrets::Secrets;
+use crate::store::ObjectVersion;
+use crate::wasm::LoadedAdapter;
+
+/// The secret set's name inside a fixture; endpoints in fixtures always use it.
+const FIXTURE_SET: &str = "fixture";
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RequestFile {
+    /// The fixed clock: freshness and secret expiry are judged at this instant.
+    now: i64,
+    /// `[name, value]` pairs, in order; a repeated name is sent twice.
+    headers: Vec<(String, String)>,
+    query: Option<String>,
+    #[serde(default)]
+    endpoint: EndpointFile,
+    /// The endpoint's secret set, newest first, exactly as in the secrets file.
+    secret: Vec<toml::Table>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EndpointFile {
+    id: Option<String>,
+    public_url: Option<String>,
+    tolerance_secs: Option<u64>,
+    future_tolerance_secs: Option<u64>,
+    #[serde(default)]
+    unsupported_types: UnsupportedTypes,
+}
+
+/// An outcome, as written in `expected.toml` and as computed; compared whole.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expected {
+    /// `accepted`, `handshake`, `ignored` or `rejected`.
+    pub outcome: String,
+    /// For `rejected`: the code the receiver answers (`invalid_signature`, `stale_timestamp`,
+    /// `malformed`, `unsupported_event_type`, `adapter_unavailable`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+    /// For `accepted`: the secret version that verified.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub event: Vec<ExpectedEvent>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handshake: Option<ExpectedHandshake>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExpectedEvent {
+    pub event_id: String,
+    pub event_type: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object_id: Option<String>,
+    /// A provider sequence number (`ordering = sequence`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequence: Option<i64>,
+    /// The ordering timestamp (`ordering = created-at`), Unix seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version_created_at: Option<i64>,
+    /// When the provider created the event, Unix seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExpectedHandshake {
+    pub status: u16,
+    pub content_type: String,
+    /// The answer body as UTF-8 text (lossy for binary answers).
+    pub body: String,
+}
+
+/// One case's result.
+#[derive(Debug)]
+pub struct CaseResult {
+    pub name: String,
+    /// `None` when the case passed; else what to show (a diff, or why it could not run).
+    pub failure: Option<String>,
+}
+
+/// Every case of a fixtures folder, in name order.
+#[derive(Debug, Default)]
+pub struct Report {
+    pub cases: Vec<CaseResult>,
+}
+
+impl Report {
+    pub fn failed(&self) -> usize {
+        self.cases.iter().filter(|c| c.failure.is_some()).count()
+    }
+
+    pub fn passed(&self) -> usize {
+        self.cases.len() - self.failed()
+    }
+
+    /// A short reason for logs and the status table: the first failing case.
+    pub fn summary(&self) -> String {
+        match self.cases.iter().find(|c| c.failure.is_some()) {
+            Some(case) => format!(
+                "{} of {} fixtures failed, first {:?}: {}",
+                self.failed(),
+                self.cases.len(),
+                case.name,
+                case.failure.as_deref().unwrap_or_default()
+            ),
+            None => format!("{} fixtures passed", self.cases.len()),
+        }
+    }
+
+    /// What `wharf adapter test` prints.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        for case in &self.cases {
+            match &case.failure {
+                None => out.push_str(&format!("ok    {}\n", case.name)),
+                Some(why) => {
+                    out.push_str(&format!("FAIL  {}\n", case.name));
+                    for line in why.lines() {
+                        out.push_str(&format!("      {line}\n"));
+                    }
+                }
+            }
+        }
+        out.push_str(&format!(
+            "{} passed, {} failed\n",
+            self.passed(),
+            self.failed()
+        ));
+        out
+    }
+}
+
+/// The case folders inside `dir` (folders holding a `request.toml`), sorted.
+pub fn cases(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir)
+        .map_err(|e| anyhow::anyhow!("fixtures folder {}: {e}", dir.display()))?
+    {
+        let path = entry?.path();
+        if path.join("request.toml").is_file() {
+            found.push(path);
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
+/// Runs every case in `dir` against `adapter`. An empty folder is an error: it is far more
+/// likely a wrong path than an adapter with nothing to test.
+pub async fn run_dir(adapter: &Arc<LoadedAdapter>, dir: &Path) -> anyhow::Result<Report> {
+    let cases = cases(dir)?;
+    anyhow::ensure!(
+        !cases.is_empty(),
+        "no fixtures in {} (expected folders with request.toml, body, expected.toml)",
+        dir.display()
+    );
+    let mut report = Report::default();
+    for case in cases {
+        let name = case
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let failure = match run_case(adapter, &case).await {
+            Ok(ran) if ran.expected == ran.actual => None,
+            Ok(ran) => Some(match ran.cause {
+                // Why the host rejected it: what an author needs to fix the adapter.
+                Some(cause) => format!("{}cause: {cause}", diff(&ran.expected, &ran.actual)),
+                None => diff(&ran.expected, &ran.actual),
+            }),
+            Err(e) => Some(format!("cannot run: {e:#}")),
+        };
+        report.cases.push(CaseResult { name, failure });
+    }
+    Ok(report)
+}
+
+/// One case, run.
+pub struct Ran {
+    pub expected: Expected,
+    pub actual: Expected,
+    /// For a rejection, the internal cause the request log would carry.
+    pub cause: Option<String>,
+}
+
+/// Runs one case.
+pub async fn run_case(adapter: &Arc<LoadedAdapter>, case: &Path) -> anyhow::Result<Ran> {
+    let read =
+        |file: &str| std::fs::read(case.join(file)).map_err(|e| anyhow::anyhow!("{file}: {e}"));
+    let request: RequestFile = toml::from_str(&String::from_utf8(read("request.toml")?)?)
+        .map_err(|e| anyhow::anyhow!("request.toml: {}", e.message()))?;
+    let expected: Expected = toml::from_str(&String::from_utf8(read("expected.toml")?)?)
+        .map_err(|e| anyhow::anyhow!("expected.toml: {}", e.message()))?;
+    let body = Bytes::from(read("body")?);
+
+    let mut headers = http::HeaderMap::new();
+    for (name, value) in &request.headers {
+        headers.append(
+            http::HeaderName::from_bytes(name.as_bytes())
+                .map_err(|e| anyhow::anyhow!("header name {name:?}: {e}"))?,
+            http::HeaderValue::from_bytes(value.as_bytes())
+                .map_err(|e| anyhow::anyhow!("header {name:?}: {e}"))?,
+        );
+    }
+    let mut sets = toml::Table::new();
+    sets.insert(
+        FIXTURE_SET.into(),
+        toml::Value::Array(request.secret.into_iter().map(Into::into).collect()),
+    );
+    let secrets = Secrets::parse(&toml::to_string(&sets)?)
+        .map_err(|e| anyhow::anyhow!("request.toml [[secret]]: {e}"))?;
+    let now = OffsetDateTime::from_unix_timestamp(request.now)?;
+    let e = request.endpoint;
+    let admitted = Admitted {
+        endpoint: Arc::new(EndpointConfig {
+            id: e.id.unwrap_or_else(|| "fixture".into()),
+            adapter: adapter.info.name.clone(),
+            secret: FIXTURE_SET.into(),
+            public_url: e.public_url,
+            tolerance_secs: e.tolerance_secs,
+            future_tolerance_secs: e.future_tolerance_secs,
+            max_body_bytes: None,
+            unsupported_types: e.unsupported_types,
+            rate_limit: None,
+            max_attempts: None,
+        }),
+        adapter: Arc::clone(adapter),
+        max_body_bytes: u64::MAX,
+    };
+    let mut facts = RequestFacts::default();
+    let result = verify_and_parse(
+        &admitted,
+        &secrets,
+        now,
+        Arc::new(headers),
+        request.query.as_deref(),
+        body,
+        &mut facts,
+    )
+    .await;
+    let cause = result.as_ref().err().and_then(crate::http::internal_cause);
+    Ok(Ran {
+        expected,
+        actual: outcome_of(result),
+        cause,
+    })
+}
+
+fn outcome_of(result: Result<Verified, crate::ingest::IngestError>) -> Expected {
+    let mut out = Expected {
+        outcome: String::new(),
+        code: None,
+        secret_version: None,
+        event: Vec::new(),
+        handshake: None,
+    };
+    match result {
+        Err(e) => {
+            out.outcome = "rejected".into();
+            out.code = Some(crate::http::error_code(&e).1.into());
+        }
+        Ok(Verified::Done(Outcome::Handshake(h))) => {
+            out.outcome = "handshake".into();
+            out.handshake = Some(ExpectedHandshake {
+                status: h.status,
+                content_type: h.content_type,
+                body: String::from_utf8_lossy(&h.body).into_owned(),
+            });
+        }
+        Ok(Verified::Done(Outcome::Ignored(_))) => out.outcome = "ignored".into(),
+        // Stored outcomes come only from the database, after `Verified::Accept`.
+        Ok(Verified::Done(Outcome::Stored(_))) => out.outcome = "stored".into(),
+        Ok(Verified::Accept(submission)) => {
+            out.outcome = "accepted".into();
+            out.secret_version = Some(submission.matched_secret_version);
+            out.event = submission
+                .events
+                .into_iter()
+                .map(|e| ExpectedEvent {
+                    event_id: e.event_id,
+                    event_type: e.event_type,
+                    object_id: e.object_id,
+                    sequence: match e.object_version {
+                        Some(ObjectVersion::Sequence(v)) => Some(v),
+                        _ => None,
+                    },
+                    version_created_at: match e.object_version {
+                        Some(ObjectVersion::CreatedAt(v)) => Some(v),
+                        _ => None,
+                    },
+                    created_at: e.created_at.map(OffsetDateTime::unix_timestamp),
+                })
+                .collect();
+        }
+    }
+    out
+}
+
+/// Both outcomes as `expected.toml` text, line by line: `-` expected only, `+` actual only.
+pub fn diff(expected: &Expected, actual: &Expected) -> String {
+    let render = |e: &Expected| toml::to_string(e).unwrap_or_else(|e| format!("<{e}>"));
+    let (a, b) = (render(expected), render(actual));
+    let (a, b): (Vec<&str>, Vec<&str>) = (a.lines().collect(), b.lines().collect());
+    // Longest common subsequence: outcomes are a few dozen lines at most.
+    let mut lcs = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for i in (0..a.len()).rev() {
+        for j in (0..b.len()).rev() {
+            lcs[i][j] = if a[i] == b[j] {
+                lcs[i + 1][j + 1] + 1
+            } else {
+                lcs[i + 1][j].max(lcs[i][j + 1])
+            };
+        }
+    }
+    let mut out = String::from("--- expected.toml\n+++ actual\n");
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() || j < b.len() {
+        if i < a.len() && j < b.len() && a[i] == b[j] {
+            out.push_str(&format!("  {}\n", a[i]));
+            (i, j) = (i + 1, j + 1);
+        } else if i < a.len() && (j == b.len() || lcs[i + 1][j] >= lcs[i][j + 1]) {
+            out.push_str(&format!("- {}\n", a[i]));
+            i += 1;
+        } else {
+            out.push_str(&format!("+ {}\n", b[j]));
+            j += 1;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn diff_marks_changed_lines() {
+        let expected = Expected {
+            outcome: "rejected".into(),
+            code: Some("invalid_signature".into()),
+            secret_version: None,
+            event: vec![],
+            handshake: None,
+        };
+        let actual = Expected {
+            code: Some("stale_timestamp".into()),
+            ..expected.clone()
+        };
+        let d = diff(&expected, &actual);
+        assert!(d.contains("- code = \"invalid_signature\""), "{d}");
+        assert!(d.contains("+ code = \"stale_timestamp\""), "{d}");
+        assert!(d.contains("  outcome = \"rejected\""), "{d}");
+    }
+}

@@ -1,0 +1,119 @@
+//! `wharf adapter test` and `wharf adapter check`, run as an adapter author would: every
+//! shipped adapter's fixtures pass through the host's real verification path with no
+//! database, and a fixture whose expected outcome is wrong fails with a readable diff.
+
+use std::process::{Command, Output};
+
+use crate::common::*;
+
+fn wharf(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_wharf"))
+        .args(args)
+        // No database anywhere: the fixture runner must not need one.
+        .env_remove("WHARF_DATABASE_URL")
+        .env_remove("DATABASE_URL")
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("wharf runs")
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[test]
+fn every_shipped_adapter_passes_its_fixtures() {
+    for name in [
+        "stripe",
+        "github",
+        "standard-webhooks",
+        "testing/test-reload",
+    ] {
+        let wasm = adapter_file(&format!("{name}.wasm"));
+        let fixtures = adapter_file(&format!("{name}.fixtures"));
+        let out = wharf(&[
+            "adapter",
+            "test",
+            wasm.to_str().unwrap(),
+            fixtures.to_str().unwrap(),
+        ]);
+        let shown = text(&out);
+        assert!(out.status.success(), "{name}:\n{shown}");
+        assert!(shown.contains(" 0 failed"), "{name}:\n{shown}");
+        let cases = std::fs::read_dir(&fixtures).unwrap().count();
+        assert!(
+            shown.contains(&format!("{cases} passed")),
+            "{name}: every case runs\n{shown}"
+        );
+    }
+}
+
+#[test]
+fn a_wrong_expectation_fails_with_a_diff() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_tree(&adapter_file("stripe.fixtures"), dir.path());
+    let expected = dir.path().join("valid/expected.toml");
+    let original = std::fs::read_to_string(&expected).unwrap();
+    std::fs::write(&expected, original.replace("pi_123", "pi_999")).unwrap();
+    let flipped = dir.path().join("stale-timestamp/expected.toml");
+    std::fs::write(
+        &flipped,
+        "outcome = \"rejected\"\ncode = \"invalid_signature\"\n",
+    )
+    .unwrap();
+
+    let wasm = adapter_file("stripe.wasm");
+    let out = wharf(&[
+        "adapter",
+        "test",
+        wasm.to_str().unwrap(),
+        dir.path().to_str().unwrap(),
+    ]);
+    let shown = text(&out);
+    assert!(!out.status.success(), "{shown}");
+    assert!(shown.contains("FAIL  valid"), "{shown}");
+    assert!(shown.contains("- object_id = \"pi_999\""), "{shown}");
+    assert!(shown.contains("+ object_id = \"pi_123\""), "{shown}");
+    assert!(shown.contains("FAIL  stale-timestamp"), "{shown}");
+    assert!(shown.contains("- code = \"invalid_signature\""), "{shown}");
+    assert!(shown.contains("+ code = \"stale_timestamp\""), "{shown}");
+    assert!(shown.contains("ok    rolling-secret"), "{shown}");
+    assert!(shown.contains("2 failed"), "{shown}");
+    // The secret in the fixture is the author's own test secret, but the report still shows
+    // only outcomes, never signature values.
+    assert!(!shown.contains("v1="), "{shown}");
+}
+
+#[test]
+fn an_empty_or_missing_fixtures_folder_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let wasm = adapter_file("github.wasm");
+    let out = wharf(&[
+        "adapter",
+        "test",
+        wasm.to_str().unwrap(),
+        dir.path().to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("no fixtures"), "{}", text(&out));
+}
+
+#[test]
+fn check_refuses_what_is_not_an_adapter_component() {
+    let dir = tempfile::tempdir().unwrap();
+    // A core module, not a component.
+    let module = dir.path().join("core.wasm");
+    std::fs::write(&module, b"\0asm\x01\0\0\0").unwrap();
+    let out = wharf(&["adapter", "check", module.to_str().unwrap()]);
+    assert!(!out.status.success(), "{}", text(&out));
+    // A valid component that exports nothing of the world.
+    let empty = dir.path().join("empty.wasm");
+    std::fs::write(&empty, b"\0asm\x0d\0\x01\0").unwrap();
+    let out = wharf(&["adapter", "check", empty.to_str().unwrap()]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("wharf:adapter"), "{}", text(&out));
+}
