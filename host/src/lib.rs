@@ -24,6 +24,7 @@ pub mod server;
 pub mod store;
 pub mod verify;
 pub mod wasm;
+pub mod watch;
 pub mod worker;
 
 pub use server::{Server, ServerOptions};

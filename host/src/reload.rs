@@ -17,7 +17,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use notify::Watcher;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
@@ -119,28 +118,17 @@ impl Reloader {
         ingest: Arc<Ingest>,
         cancel: CancellationToken,
     ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-        let (tx, mut rx) = tokio::sync::mpsc::channel::<()>(1);
-        let mut watcher =
-            notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-                // inotify reports opens and reads too, including this task's own reads of the
-                // files: reacting to those would rescan forever.
-                if event.is_ok_and(|e| e.kind.is_access()) {
-                    return;
-                }
-                let _ = tx.try_send(());
-            })?;
-        watcher.watch(&self.dir, notify::RecursiveMode::NonRecursive)?;
+        let mut watch = crate::watch::watch_folder(&self.dir)?;
         Ok(tokio::spawn(async move {
-            let _watcher = watcher;
             loop {
                 tokio::select! {
                     _ = cancel.cancelled() => break,
-                    Some(()) = rx.recv() => {
+                    Some(()) = watch.changes.recv() => {
                         // Wait for a quiet spell (a copy or an editor's save is many events),
                         // but not forever if something keeps writing.
                         let give_up = tokio::time::Instant::now() + MAX_DEBOUNCE;
                         while tokio::time::Instant::now() < give_up
-                            && let Ok(Some(())) = tokio::time::timeout(DEBOUNCE, rx.recv()).await
+                            && let Ok(Some(())) = tokio::time::timeout(DEBOUNCE, watch.changes.recv()).await
                         {}
                     }
                     _ = tokio::time::sleep(POLL_INTERVAL) => {}

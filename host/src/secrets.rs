@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use base64::Engine as _;
-use notify::Watcher;
 use serde::Deserialize;
 use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
@@ -264,33 +263,22 @@ impl SecretStore {
         self: &Arc<Self>,
         cancel: CancellationToken,
     ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-        let (tx, mut rx) = tokio::sync::mpsc::channel::<()>(1);
         let dir = self
             .path
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
             .unwrap_or(Path::new("."))
             .to_owned();
-        let mut watcher =
-            notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-                // inotify reports opens too, including `reload`'s own read of the file:
-                // reacting to those would re-read the file in a loop.
-                if event.is_ok_and(|e| e.kind.is_access()) {
-                    return;
-                }
-                let _ = tx.try_send(());
-            })?;
-        watcher.watch(&dir, notify::RecursiveMode::NonRecursive)?;
+        let mut watch = crate::watch::watch_folder(&dir)?;
         let this = Arc::clone(self);
         Ok(tokio::spawn(async move {
-            let _watcher = watcher;
             loop {
                 tokio::select! {
                     _ = cancel.cancelled() => break,
-                    Some(()) = rx.recv() => tokio::time::sleep(DEBOUNCE).await,
+                    Some(()) = watch.changes.recv() => tokio::time::sleep(DEBOUNCE).await,
                     _ = tokio::time::sleep(POLL_INTERVAL) => {}
                 }
-                while rx.try_recv().is_ok() {}
+                while watch.changes.try_recv().is_ok() {}
                 let store = Arc::clone(&this);
                 let _ = tokio::task::spawn_blocking(move || store.reload()).await;
             }

@@ -174,12 +174,9 @@ impl ProcessingHost {
         failpoint::validate()?;
         let config = Arc::new(config);
         if config.database.migrate_on_start {
-            let store = Store::connect_lazy(
-                config.database_url(),
-                1,
-                Duration::from_millis(config.database.commit_timeout_ms),
-            )?;
-            store.migrate().await?;
+            Store::connect_lazy(config.database_url(), 1, Duration::from_secs(30))?
+                .migrate()
+                .await?;
         }
         let processing = Arc::new(Processing::new(
             Arc::clone(&config),

@@ -354,6 +354,11 @@ impl TestApp {
         response.status().as_u16()
     }
 
+    /// The admin listener's `/metrics` text.
+    pub async fn metrics(&self) -> String {
+        get_text(&self.client, &format!("{}/metrics", self.admin)).await
+    }
+
     pub async fn count(&self, table: &str) -> i64 {
         sqlx::query_scalar(&format!("SELECT count(*) FROM {table}"))
             .fetch_one(&self.db)
@@ -366,6 +371,11 @@ impl TestApp {
             server.shutdown().await.expect("clean shutdown");
         }
     }
+}
+
+pub async fn get_text(client: &reqwest::Client, url: &str) -> String {
+    let response = client.get(url).send().await.expect("request sent");
+    response.text().await.expect("body")
 }
 
 pub async fn post(

@@ -221,15 +221,7 @@ async fn routing_methods_and_media_types() {
     assert_eq!(app.post("github", &refs(&headers), body).await.status, 200);
 
     // Each request is counted by endpoint and outcome; unknown endpoints share one label.
-    let metrics = app
-        .client
-        .get(format!("{}/metrics", app.admin))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = app.metrics().await;
     for line in [
         r#"wharf_requests_total{endpoint="_unknown",outcome="unknown_endpoint"} 1"#,
         r#"wharf_requests_total{endpoint="github",outcome="unsupported_media_type"} 1"#,

@@ -250,14 +250,7 @@ async fn ten_swaps_under_load_never_fail_a_request_and_never_serve_a_bad_file() 
     assert_eq!(answer.status, 200, "{answer:?}");
     markers.push(("after-return".into(), "reload-v10"));
 
-    let metrics = client
-        .get(format!("{admin}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = get_text(&client, &format!("{admin}/metrics")).await;
     for (result, count) in [("loaded", 10), ("failed", 2), ("removed", 1)] {
         let line = format!(
             "wharf_adapter_reloads_total{{adapter=\"test-reload\",result=\"{result}\"}} {count}"

@@ -75,14 +75,11 @@ async fn crash_at(point: &str) {
         );
     }
     converged(&db).await;
-    eventually("every accepted notice published", || async {
-        scalar_i64(
-            &db,
-            "SELECT count(*) FROM webhook_outbox WHERE published_at IS NULL",
-        )
-        .await
-            == 0
-    })
+    count_becomes(
+        &db,
+        "SELECT count(*) FROM webhook_outbox WHERE published_at IS NULL",
+        0,
+    )
     .await;
 
     let inbox_id: uuid::Uuid = sqlx::query_scalar("SELECT inbox_id FROM webhook_inbox")

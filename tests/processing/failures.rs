@@ -54,14 +54,11 @@ async fn a_downstream_that_never_answers_in_time_ends_failed() {
         .await;
     let (headers, body) = signed_stripe("evt_timeout");
     assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
-    eventually("the delivery FAILED", || async {
-        scalar_i64(
-            &app.db,
-            "SELECT count(*) FROM deliveries WHERE status = 'FAILED'",
-        )
-        .await
-            == 1
-    })
+    count_becomes(
+        &app.db,
+        "SELECT count(*) FROM deliveries WHERE status = 'FAILED'",
+        1,
+    )
     .await;
     let (attempts, error): (i32, String) =
         sqlx::query_as("SELECT attempt_count, last_error FROM deliveries")
@@ -120,14 +117,11 @@ async fn a_poison_event_ends_failed_and_is_replayed_after_the_fix() {
     let answer = app.post("stripe", &refs(&headers), body.clone()).await;
     assert_eq!(answer.status, 200);
     let inbox_id = answer.json["inbox_id"].as_str().unwrap().to_owned();
-    eventually("the event FAILED", || async {
-        scalar_i64(
-            &app.db,
-            "SELECT count(*) FROM webhook_inbox WHERE status = 'FAILED'",
-        )
-        .await
-            == 1
-    })
+    count_becomes(
+        &app.db,
+        "SELECT count(*) FROM webhook_inbox WHERE status = 'FAILED'",
+        1,
+    )
     .await;
     broken.shutdown().await.unwrap();
 
@@ -187,14 +181,11 @@ async fn transient_failures_back_off_until_the_endpoint_attempts_run_out() {
     let (headers, body) = signed_stripe("evt_transient");
     let answer = app.post("stripe-strict", &refs(&headers), body).await;
     assert_eq!(answer.status, 200);
-    eventually("the event FAILED after its attempts", || async {
-        scalar_i64(
-            &app.db,
-            "SELECT count(*) FROM webhook_inbox WHERE status = 'FAILED'",
-        )
-        .await
-            == 1
-    })
+    count_becomes(
+        &app.db,
+        "SELECT count(*) FROM webhook_inbox WHERE status = 'FAILED'",
+        1,
+    )
     .await;
     let (attempts, error): (i32, String) =
         sqlx::query_as("SELECT attempt_count, last_error FROM webhook_inbox")

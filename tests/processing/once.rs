@@ -44,15 +44,7 @@ async fn three_hundred_copies_apply_once_and_deliver_one_key() {
     assert_eq!(state_inbox.to_string(), inbox_id);
 
     // The mutation ran once: the worker counted one application and nothing else.
-    let metrics = app
-        .client
-        .get(format!("{}/metrics", app.admin))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = app.metrics().await;
     assert!(
         metrics.contains(r#"wharf_worker_events_total{outcome="applied"} 1"#),
         "{metrics}"

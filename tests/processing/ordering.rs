@@ -16,14 +16,11 @@ async fn send_version(app: &TestApp, object: &str, version: i64) {
 }
 
 async fn all_processed(app: &TestApp) {
-    eventually("all events processed", || async {
-        scalar_i64(
-            &app.db,
-            "SELECT count(*) FROM webhook_inbox WHERE status <> 'PROCESSED'",
-        )
-        .await
-            == 0
-    })
+    count_becomes(
+        &app.db,
+        "SELECT count(*) FROM webhook_inbox WHERE status <> 'PROCESSED'",
+        0,
+    )
     .await;
 }
 

@@ -155,17 +155,22 @@ pub async fn scalar_i64(db: &PgPool, sql: &str) -> i64 {
     sqlx::query_scalar(sql).fetch_one(db).await.unwrap()
 }
 
+/// Waits until the count `sql` selects is `n`.
+pub async fn count_becomes(db: &PgPool, sql: &str, n: i64) {
+    eventually(&format!("{sql} = {n}"), || async {
+        scalar_i64(db, sql).await == n
+    })
+    .await;
+}
+
 /// Waits until every inbox row is processed and every delivery sent.
 pub async fn converged(db: &PgPool) {
-    eventually("every event PROCESSED and every delivery SENT", || async {
-        scalar_i64(
-            db,
-            "SELECT (SELECT count(*) FROM webhook_inbox WHERE status <> 'PROCESSED')
+    count_becomes(
+        db,
+        "SELECT (SELECT count(*) FROM webhook_inbox WHERE status <> 'PROCESSED')
                   + (SELECT count(*) FROM deliveries WHERE status <> 'SENT')",
-        )
-        .await
-            == 0
-    })
+        0,
+    )
     .await;
 }
 
