@@ -47,6 +47,9 @@ enum Command {
         /// Workers in this process (default: `[worker] count`, at least 1).
         #[arg(long)]
         count: Option<usize>,
+        /// Serve `/healthz`, `/readyz` and `/metrics` here (port 0: any free port).
+        #[arg(long, env = "WHARF_WORKER_ADMIN_LISTEN")]
+        admin_listen: Option<std::net::SocketAddr>,
     },
     /// Inspect and replay accepted events.
     Events {
@@ -169,10 +172,14 @@ async fn run(command: Command) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Dev { config } => crate::dev::run(&config).await,
-        Command::Worker { config, count } => {
+        Command::Worker {
+            config,
+            count,
+            admin_listen,
+        } => {
             let config = Config::load(&config)?;
             let count = count.unwrap_or(config.worker.count).max(1);
-            work(config, count).await
+            work(config, count, admin_listen).await
         }
         Command::Events { config, command } => events(&Config::load(&config)?, command).await,
         Command::Adapter { command } => adapter(command).await,
@@ -284,9 +291,16 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
 
 /// Runs processing alone until SIGINT or SIGTERM. Prints one line of JSON to stdout once
 /// started.
-async fn work(config: Config, count: usize) -> anyhow::Result<()> {
-    let host = ProcessingHost::start(config, count).await?;
-    println!("{}", serde_json::json!({ "workers": count }));
+async fn work(
+    config: Config,
+    count: usize,
+    admin: Option<std::net::SocketAddr>,
+) -> anyhow::Result<()> {
+    let host = ProcessingHost::start(config, count, admin).await?;
+    println!(
+        "{}",
+        serde_json::json!({ "workers": count, "admin": host.admin_addr.map(|a| a.to_string()) })
+    );
     tracing::info!(workers = count, "wharf worker processing");
     let token = host.cancel_token();
     tokio::spawn(async move {

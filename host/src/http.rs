@@ -15,6 +15,8 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde_json::json;
 
 use crate::ingest::{Ingest, IngestError, Outcome, RequestFacts, inbox_ids};
+use crate::metrics::Metrics;
+use crate::processing::Processing;
 
 /// Seconds a client should wait before retrying a 503.
 const RETRY_AFTER_SECS: &str = "5";
@@ -53,12 +55,36 @@ async fn adapter_status(State(state): State<HttpState>) -> Response {
 }
 
 async fn metrics(State(state): State<HttpState>) -> Response {
+    metrics_text(state.ingest.metrics())
+}
+
+fn metrics_text(metrics: &Metrics) -> Response {
     let content_type = "text/plain; version=0.0.4; charset=utf-8";
-    (
-        [(header::CONTENT_TYPE, content_type)],
-        state.ingest.metrics().render(),
-    )
-        .into_response()
+    ([(header::CONTENT_TYPE, content_type)], metrics.render()).into_response()
+}
+
+/// The admin listener of `wharf worker`: liveness, readiness (its database pool answers) and
+/// its own metrics.
+pub fn processing_admin_router(processing: Arc<Processing>) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/readyz",
+            get(|State(p): State<Arc<Processing>>| async move {
+                match p.ping().await {
+                    Ok(()) => (StatusCode::OK, "ready").into_response(),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "not ready: database");
+                        (StatusCode::SERVICE_UNAVAILABLE, "database unavailable").into_response()
+                    }
+                }
+            }),
+        )
+        .route(
+            "/metrics",
+            get(|State(p): State<Arc<Processing>>| async move { metrics_text(&p.metrics) }),
+        )
+        .with_state(processing)
 }
 
 /// Ready when the database answers and the secrets file is readable.

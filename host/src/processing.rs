@@ -137,6 +137,16 @@ impl Processing {
         Duration::from_millis(fastrand::u64(0..=ceiling))
     }
 
+    /// Whether the processing pool reaches the database (within two seconds).
+    pub async fn ping(&self) -> anyhow::Result<()> {
+        let query = sqlx::query("SELECT 1").execute(&self.pool);
+        tokio::time::timeout(Duration::from_secs(2), query)
+            .await
+            .map_err(|_| anyhow::anyhow!("database did not answer within 2 s"))?
+            .map_err(|e| anyhow::anyhow!(redact_db(&e)))?;
+        Ok(())
+    }
+
     pub fn idle_poll(&self) -> Duration {
         Duration::from_millis(self.config.worker.idle_poll_ms)
     }

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use crate::clock::{SharedClock, SystemClock};
 use crate::config::Config;
 use crate::failpoint;
-use crate::http::{HttpState, admin_router, public_router};
+use crate::http::{HttpState, admin_router, processing_admin_router, public_router};
 use crate::ingest::Ingest;
 use crate::metrics::Metrics;
 use crate::processing::Processing;
@@ -166,11 +166,17 @@ impl Server {
 /// ingest and processing scale separately and several hosts can share one database.
 pub struct ProcessingHost {
     pub processing: Arc<Processing>,
+    /// The admin listener (`/healthz`, `/readyz`, `/metrics`), when asked for one.
+    pub admin_addr: Option<SocketAddr>,
     background: Background,
 }
 
 impl ProcessingHost {
-    pub async fn start(config: Config, workers: usize) -> anyhow::Result<Self> {
+    pub async fn start(
+        config: Config,
+        workers: usize,
+        admin: Option<SocketAddr>,
+    ) -> anyhow::Result<Self> {
         failpoint::validate()?;
         let config = Arc::new(config);
         if config.database.migrate_on_start {
@@ -186,8 +192,27 @@ impl ProcessingHost {
         let cancel = CancellationToken::new();
         let mut tasks = JoinSet::new();
         processing.spawn(workers, &cancel, &mut tasks);
+        let admin_addr = match admin {
+            Some(addr) => {
+                let listener = TcpListener::bind(addr).await?;
+                let bound = listener.local_addr()?;
+                let (router, token) = (
+                    processing_admin_router(Arc::clone(&processing)),
+                    cancel.clone(),
+                );
+                tasks.spawn(async move {
+                    axum::serve(listener, router)
+                        .with_graceful_shutdown(token.cancelled_owned())
+                        .await?;
+                    Ok(())
+                });
+                Some(bound)
+            }
+            None => None,
+        };
         Ok(Self {
             processing,
+            admin_addr,
             background: Background { cancel, tasks },
         })
     }

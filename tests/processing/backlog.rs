@@ -22,7 +22,8 @@ async fn saturated_workers_stopped_and_restarted_while_ingest_continues() {
         .spawn()
         .await;
     let config = app.config.config_path.clone();
-    let mut worker = Some(ServeProcess::start_with(&["worker"], &config, None, &[]).await);
+    let worker_args = ["worker", "--admin-listen", "127.0.0.1:0"];
+    let mut worker = Some(ServeProcess::start_with(&worker_args, &config, None, &[]).await);
 
     const EVENTS: usize = 300;
     let started = Instant::now();
@@ -45,7 +46,7 @@ async fn saturated_workers_stopped_and_restarted_while_ingest_continues() {
             assert_eq!(held, 0, "claims released on shutdown");
         }
         if n == 200 {
-            worker = Some(ServeProcess::start_with(&["worker"], &config, None, &[]).await);
+            worker = Some(ServeProcess::start_with(&worker_args, &config, None, &[]).await);
         }
         let (headers, body) = signed_stripe(&format!("evt_backlog_{n}"));
         let (client, base) = (app.client.clone(), app.base.clone());
@@ -89,6 +90,18 @@ async fn saturated_workers_stopped_and_restarted_while_ingest_continues() {
         .map(|r| r.idempotency_key)
         .collect();
     assert_eq!(keys.len(), EVENTS, "every event delivered");
-    assert!(worker.unwrap().stop().await.success());
+    // The restarted worker reports on its own admin listener.
+    let worker = worker.unwrap();
+    let admin = worker.admin.clone().expect("worker admin listener");
+    assert_eq!(
+        get_text(&app.client, &format!("{admin}/readyz")).await,
+        "ready"
+    );
+    let metrics = get_text(&app.client, &format!("{admin}/metrics")).await;
+    assert!(
+        metrics.contains(r#"wharf_deliveries_total{sink="http",outcome="sent"}"#),
+        "{metrics}"
+    );
+    assert!(worker.stop().await.success());
     app.shutdown().await;
 }

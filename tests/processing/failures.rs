@@ -110,9 +110,13 @@ fn wharf(args: &[&str], config: &std::path::Path) -> String {
 async fn a_poison_event_ends_failed_and_is_replayed_after_the_fix() {
     let app = app().toml(&worker_toml(0)).spawn().await;
     let config = app.config.config_path.clone();
-    let broken = ProcessingHost::start(Config::load(&without_stripe_endpoint(&config)).unwrap(), 1)
-        .await
-        .unwrap();
+    let broken = ProcessingHost::start(
+        Config::load(&without_stripe_endpoint(&config)).unwrap(),
+        1,
+        None,
+    )
+    .await
+    .unwrap();
     let (headers, body) = signed_stripe("evt_poison");
     let answer = app.post("stripe", &refs(&headers), body.clone()).await;
     assert_eq!(answer.status, 200);
@@ -146,7 +150,7 @@ async fn a_poison_event_ends_failed_and_is_replayed_after_the_fix() {
     assert_eq!(with_payload["payload"]["utf8"], body.as_str());
 
     // After the fix (a worker with the right config), a replay processes it.
-    let fixed = ProcessingHost::start(Config::load(&config).unwrap(), 1)
+    let fixed = ProcessingHost::start(Config::load(&config).unwrap(), 1, None)
         .await
         .unwrap();
     let replayed: serde_json::Value =
