@@ -8,6 +8,7 @@ mod support;
 mod backlog;
 mod crash;
 mod failures;
+mod leases;
 mod nats;
 mod once;
 mod operators;
