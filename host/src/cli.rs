@@ -218,7 +218,7 @@ async fn adapter(command: AdapterCommand) -> anyhow::Result<()> {
                     .to_string(),
             };
             let files: Vec<crate::reload::FileStatus> =
-                serde_json::from_slice(&http_get(&admin, "/admin/adapters").await?)?;
+                admin_get(&admin, "/admin/adapters").await?;
             println!(
                 "{:<28} {:<9} {:<20} {:<14} {:<12} error",
                 "file", "state", "adapter", "version", "sha256"
@@ -231,7 +231,11 @@ async fn adapter(command: AdapterCommand) -> anyhow::Result<()> {
                     f.adapter.unwrap_or_default(),
                     f.version.unwrap_or_default(),
                     f.sha256.as_deref().map_or("", |h| &h[..h.len().min(12)]),
-                    f.last_error.unwrap_or_default()
+                    // The first line: a fixture's whole diff is in the log and the JSON.
+                    f.last_error
+                        .as_deref()
+                        .and_then(|e| e.lines().next())
+                        .unwrap_or_default()
                 );
             }
             Ok(())
@@ -245,29 +249,16 @@ async fn adapter(command: AdapterCommand) -> anyhow::Result<()> {
     }
 }
 
-/// A plain HTTP/1.0 GET to the admin listener (local, no TLS); returns the body.
-async fn http_get(addr: &str, path: &str) -> anyhow::Result<Vec<u8>> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let addr = addr.trim_start_matches("http://").trim_end_matches('/');
-    let mut stream = tokio::net::TcpStream::connect(addr)
+/// The admin listener's JSON at `path`.
+async fn admin_get<T: serde::de::DeserializeOwned>(addr: &str, path: &str) -> anyhow::Result<T> {
+    let base = addr.trim_start_matches("http://").trim_end_matches('/');
+    let url = format!("http://{base}{path}");
+    let response = reqwest::get(&url)
         .await
-        .map_err(|e| anyhow::anyhow!("admin listener {addr}: {e}"))?;
-    stream
-        .write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
-        .await?;
-    let mut response = Vec::new();
-    stream.read_to_end(&mut response).await?;
-    let at = response
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or_else(|| anyhow::anyhow!("admin listener {addr}: no HTTP answer"))?;
-    let head = String::from_utf8_lossy(&response[..at]);
-    anyhow::ensure!(
-        head.split_whitespace().nth(1) == Some("200"),
-        "admin listener {addr}: {}",
-        head.lines().next().unwrap_or_default()
-    );
-    Ok(response[at + 4..].to_vec())
+        .map_err(|e| anyhow::anyhow!("admin listener {base}: {e}"))?
+        .error_for_status()
+        .map_err(|e| anyhow::anyhow!("admin listener {base}: {e}"))?;
+    Ok(response.json().await?)
 }
 
 /// Runs the receiver until SIGINT or SIGTERM, then shuts down gracefully. Prints one line

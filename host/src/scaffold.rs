@@ -36,9 +36,7 @@ const LIB_RS: &str = r#"//! {name}: `X-Webhook-Signature: sha256=<hex>` over `ti
 wit_bindgen::generate!({ path: "../../wit", world: "adapter" });
 wharf_adapter_sdk::adapter_helpers!();
 
-use wharf::adapter::types::{
-    Algorithm, Check, Envelope, Ordering, SecretEncoding, Tolerance,
-};
+use wharf::adapter::types::{Algorithm, Check, Envelope, Ordering, SecretEncoding, Tolerance};
 use wharf_adapter_sdk as sdk;
 
 struct Adapter;
@@ -83,7 +81,8 @@ impl Guest for Adapter {
         })
     }
 
-    /// After verification: what the body means. Rejections here are 400 `malformed`.
+    /// After verification: what the body means. Rejections here are 400 `malformed`, or 422
+    /// `unsupported_event_type` with `unsupported(...)`.
     fn parse(req: &Request) -> Result<Parsed, Rejection> {
         let body = sdk::parse_json(&req.body()).ok_or_else(|| malformed("body is not JSON"))?;
         let required = |key| {

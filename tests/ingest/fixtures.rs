@@ -31,6 +31,7 @@ fn every_shipped_adapter_passes_its_fixtures() {
         "stripe",
         "github",
         "standard-webhooks",
+        "slack",
         "testing/test-reload",
     ] {
         let wasm = adapter_file(&format!("{name}.wasm"));

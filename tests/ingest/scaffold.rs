@@ -50,6 +50,19 @@ async fn a_new_adapter_builds_passes_its_fixtures_and_serves_after_a_hot_reload(
         .args(["adapter", "new", "demo"])
         .current_dir(checkout.path()));
     assert!(printed.contains("wharf adapter test"), "{printed}");
+    // CI checks formatting of the adapters workspace: a fresh skeleton must already pass.
+    run(
+        Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .args([
+                "fmt",
+                "--manifest-path",
+                "adapters/Cargo.toml",
+                "-p",
+                "demo",
+                "--check",
+            ])
+            .current_dir(checkout.path()),
+    );
     // Reuse the repository's guest build cache so dependencies are not compiled again.
     let target = repo_root().join("adapters/target");
     run(

@@ -619,3 +619,114 @@ async fn an_endpoint_may_tighten_the_tolerance() {
         .await;
     assert_eq!((answer.status, answer.code()), (401, "stale_timestamp"));
 }
+
+#[tokio::test]
+async fn slack_vector_handshake_and_mutations() {
+    let file = vectors("slack.json");
+    let vector = &file["vectors"][0];
+    let secret = vector["secret"].as_str().unwrap();
+    let signed_at: i64 = vector["headers"]["X-Slack-Request-Timestamp"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let app = app()
+        .adapter("slack.wasm")
+        .secrets(format!(
+            "{}\n[[slack]]\nversion = \"v1\"\nvalue = \"{secret}\"\n",
+            default_secrets()
+        ))
+        .endpoints("[[endpoint]]\nid = \"slack\"\nadapter = \"slack\"\nsecret = \"slack\"\n")
+        .fixed_clock(signed_at + 5)
+        .spawn()
+        .await;
+    let body = vector["body"].as_str().unwrap();
+    let mut headers = headers_of(vector);
+    headers.push((
+        "content-type".into(),
+        "application/x-www-form-urlencoded".into(),
+    ));
+
+    let flipped = flip_body_byte(body);
+    assert_rejected(
+        &app,
+        "slack",
+        &headers,
+        flipped,
+        "invalid_signature",
+        "body",
+    )
+    .await;
+    let later = with(
+        &headers,
+        "X-Slack-Request-Timestamp",
+        (signed_at + 1).to_string(),
+    );
+    assert_rejected(
+        &app,
+        "slack",
+        &later,
+        body,
+        "invalid_signature",
+        "timestamp",
+    )
+    .await;
+    let signature = vector["headers"]["X-Slack-Signature"].as_str().unwrap();
+    let wrong = with(&headers, "X-Slack-Signature", flip_char(signature, 10));
+    assert_rejected(
+        &app,
+        "slack",
+        &wrong,
+        body,
+        "invalid_signature",
+        "signature",
+    )
+    .await;
+    assert_missing_and_duplicated_refused(&app, "slack", &headers, body, "X-Slack-Signature").await;
+
+    let answer = app.post("slack", &refs(&headers), body).await;
+    assert_eq!(
+        (answer.status, answer.code()),
+        (200, "accepted"),
+        "{answer:?}"
+    );
+    let again = app.post("slack", &refs(&headers), body).await;
+    assert_eq!(again.code(), "duplicate");
+    let (id, kind): (String, String) =
+        sqlx::query_as("SELECT provider_event_id, event_type FROM webhook_inbox")
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    assert_eq!(kind, "/webhook-collect");
+    assert_eq!(
+        id,
+        "398738663015.47445629121.803a0bc887a14d10d2c447fce8b6703c"
+    );
+
+    // The Events API's url_verification: answered with its challenge, nothing stored.
+    let challenge = r#"{"token":"t","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}"#;
+    let mut message = format!("v0:{signed_at}:").into_bytes();
+    message.extend_from_slice(challenge.as_bytes());
+    let handshake = vec![
+        (
+            "X-Slack-Request-Timestamp".to_owned(),
+            signed_at.to_string(),
+        ),
+        (
+            "X-Slack-Signature".to_owned(),
+            format!(
+                "v0={}",
+                hex::encode(hmac_sha256(secret.as_bytes(), &message))
+            ),
+        ),
+        ("content-type".to_owned(), "application/json".to_owned()),
+    ];
+    let answer = app.post("slack", &refs(&handshake), challenge).await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(
+        answer.json["challenge"],
+        "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P"
+    );
+    assert_eq!(app.count("webhook_inbox").await, 1);
+    app.shutdown().await;
+}

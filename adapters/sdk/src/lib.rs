@@ -87,6 +87,39 @@ pub fn i64_at(json: &Value, path: &[&str]) -> Option<i64> {
 }
 
 /// A header value as a non-empty UTF-8 string.
+/// An `application/x-www-form-urlencoded` body (Slack commands, Twilio) as (name, value)
+/// pairs in order; `None` if a decoded name or value is not UTF-8 (an id must not be lossy).
+pub fn form_pairs(body: &[u8]) -> Option<Vec<(String, String)>> {
+    let decode = |s: &[u8]| {
+        let plus: Vec<u8> = s
+            .iter()
+            .map(|&b| if b == b'+' { b' ' } else { b })
+            .collect();
+        percent_encoding::percent_decode(&plus)
+            .decode_utf8()
+            .ok()
+            .map(|s| s.into_owned())
+    };
+    body.split(|&b| b == b'&')
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| {
+            let (name, value) = match pair.iter().position(|&b| b == b'=') {
+                Some(at) => (&pair[..at], &pair[at + 1..]),
+                None => (pair, &b""[..]),
+            };
+            Some((decode(name)?, decode(value)?))
+        })
+        .collect()
+}
+
+/// The first value of `name` among form pairs.
+pub fn form_value<'a>(pairs: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    pairs
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| v.as_str())
+}
+
 pub fn utf8_nonempty(value: Vec<u8>) -> Option<String> {
     String::from_utf8(value).ok().filter(|s| !s.is_empty())
 }
@@ -154,6 +187,17 @@ mod tests {
             b"msg_1.1614265330."
         );
         assert_eq!(prefix_before_body(&[b"123"], b'.'), b"123.");
+    }
+
+    #[test]
+    fn forms() {
+        let pairs = form_pairs(b"command=%2Fdeploy&text=a+b%20c&empty=&flag").unwrap();
+        assert_eq!(form_value(&pairs, "command"), Some("/deploy"));
+        assert_eq!(form_value(&pairs, "text"), Some("a b c"));
+        assert_eq!(form_value(&pairs, "empty"), Some(""));
+        assert_eq!(form_value(&pairs, "flag"), Some(""));
+        assert_eq!(form_value(&pairs, "missing"), None);
+        assert_eq!(form_pairs(b"id=%ff"), None, "not UTF-8 once decoded");
     }
 
     #[test]

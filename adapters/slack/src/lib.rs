@@ -1,0 +1,124 @@
+//! Slack: `X-Slack-Signature: v0=<hex>`, the HMAC-SHA256 of `v0:<timestamp>:<raw body>` under
+//! the app's signing secret (its UTF-8 bytes, so `raw`), with the timestamp in
+//! `X-Slack-Request-Timestamp`; 5 minutes of tolerance either way.
+//!
+//! Bodies:
+//! - Events API (JSON): `url_verification` is answered as a handshake echoing `challenge`
+//!   (`{"challenge":"..."}`, nothing stored); `event_callback` is one event with id `event_id`,
+//!   type `event.type` and `created_at` from `event_time`. Other envelope types are unsupported.
+//! - Slash commands (form-encoded): Slack gives them no event id. Design decision: the event id
+//!   is `trigger_id` (unique per invocation) and the type is `command` (e.g. `/deploy`).
+//! - Interactivity (form-encoded `payload=<JSON>`): likewise, id `trigger_id`, type `type`.
+//!
+//! JSON or form is chosen by `Content-Type`, or by a leading `{` when there is none.
+
+wit_bindgen::generate!({ path: "../../wit", world: "adapter" });
+wharf_adapter_sdk::adapter_helpers!();
+
+use wharf::adapter::types::{
+    Algorithm, Check, Envelope, Handshake, Ordering, SecretEncoding, Tolerance,
+};
+use wharf_adapter_sdk as sdk;
+
+struct Adapter;
+export!(Adapter);
+
+fn event(event_id: &str, event_type: &str, created_at: Option<i64>) -> Result<Parsed, Rejection> {
+    if event_id.is_empty() || event_type.is_empty() {
+        return Err(malformed("empty event id or type"));
+    }
+    Ok(Parsed::Events(vec![Envelope {
+        event_id: event_id.into(),
+        event_type: event_type.into(),
+        object_id: None,
+        object_version: None,
+        created_at,
+        route: None,
+    }]))
+}
+
+fn parse_json(body: &[u8]) -> Result<Parsed, Rejection> {
+    let json = sdk::parse_json(body).ok_or_else(|| malformed("body is not JSON"))?;
+    let field = |path: &[&str]| {
+        sdk::str_at(&json, path).ok_or_else(|| malformed(&format!("missing {}", path.join("."))))
+    };
+    match field(&["type"])? {
+        "url_verification" => {
+            let mut answer = sdk::Value::Object(Default::default());
+            answer["challenge"] = field(&["challenge"])?.into();
+            Ok(Parsed::Handshake(Handshake {
+                status: 200,
+                content_type: "application/json".into(),
+                body: answer.to_string().into_bytes(),
+            }))
+        }
+        "event_callback" => event(
+            field(&["event_id"])?,
+            field(&["event", "type"])?,
+            sdk::i64_at(&json, &["event_time"]),
+        ),
+        _ => Err(unsupported("Events API envelope type")),
+    }
+}
+
+fn parse_form(body: &[u8]) -> Result<Parsed, Rejection> {
+    let pairs = sdk::form_pairs(body).ok_or_else(|| malformed("body is not a valid form"))?;
+    let get = |name: &str| sdk::form_value(&pairs, name);
+    let trigger_id = get("trigger_id").ok_or_else(|| malformed("missing trigger_id"));
+    if let Some(command) = get("command") {
+        return event(trigger_id?, command, None);
+    }
+    let payload = get("payload").ok_or_else(|| malformed("neither command nor payload"))?;
+    let json = sdk::parse_json(payload.as_bytes()).ok_or_else(|| malformed("payload not JSON"))?;
+    let field = |key| sdk::str_at(&json, &[key]).ok_or_else(|| malformed("payload field"));
+    event(field("trigger_id")?, field("type")?, None)
+}
+
+impl Guest for Adapter {
+    fn describe() -> Description {
+        Description {
+            name: "slack".into(),
+            version: "0.1.0".into(),
+            event_types: Vec::new(),
+            max_body_bytes: None,
+            algorithm: Algorithm::HmacSha256,
+            secret_encoding: SecretEncoding::Raw,
+            tolerance: Some(Tolerance {
+                past_secs: 300,
+                future_secs: 300,
+            }),
+            ordering: Ordering::None,
+        }
+    }
+
+    fn prepare(req: &Request) -> Result<Prepared, Rejection> {
+        let timestamp = signature_header(req, "x-slack-request-timestamp")?;
+        let unix = sdk::parse_unix_timestamp(&timestamp)
+            .ok_or_else(|| invalid("timestamp is not an integer"))?;
+        let header = signature_header(req, "x-slack-signature")?;
+        let hex = header
+            .strip_prefix(b"v0=")
+            .ok_or_else(|| invalid("expected v0="))?;
+        let signature = sdk::hex_decode(hex).ok_or_else(|| invalid("signature is not hex"))?;
+        Ok(Prepared {
+            checks: vec![Check {
+                message: pieces_then_body(&[b"v0", &timestamp], b':'),
+                signatures: vec![signature],
+            }],
+            timestamp: Some(unix),
+        })
+    }
+
+    fn parse(req: &Request) -> Result<Parsed, Rejection> {
+        let body = req.body();
+        let is_json = match req.header("content-type") {
+            Some(ct) => ct.to_ascii_lowercase().windows(4).any(|w| w == b"json"),
+            None => body.trim_ascii_start().starts_with(b"{"),
+        };
+        if is_json {
+            parse_json(&body)
+        } else {
+            parse_form(&body)
+        }
+    }
+}
