@@ -64,11 +64,14 @@ async fn saturated_workers_stopped_and_restarted_while_ingest_continues() {
     }
     latencies.sort();
     let worst = *latencies.last().unwrap();
+    let p99 = latencies[latencies.len() * 99 / 100];
+    eprintln!(
+        "acknowledgements while processing stopped and restarted: p99 {p99:?}, worst {worst:?}"
+    );
     // Budget: p99 under 500 ms (DESIGN section 7); processing never holds up acknowledgements.
     assert!(
-        latencies[latencies.len() * 99 / 100] < Duration::from_millis(500),
-        "p99 {:?}, worst {worst:?}",
-        latencies[latencies.len() * 99 / 100]
+        p99 < Duration::from_millis(500),
+        "p99 {p99:?}, worst {worst:?}"
     );
     assert!(
         scalar_i64(
