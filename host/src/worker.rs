@@ -283,44 +283,21 @@ impl Worker {
             if held.get(&claim.inbox_id) != Some(&("PROCESSING".to_owned(), claim.attempt)) {
                 continue;
             }
-            let outcome = match done.get(&claim.inbox_id) {
+            let done = done.get(&claim.inbox_id).map(String::as_str);
+            let state = match (done, bodies.get(&claim.payload_ref)) {
                 // Already applied (a requeue by the reconciler or an operator): only the
-                // deliveries below are re-planned.
-                Some(outcome) => Outcome::parse(outcome),
-                None => {
-                    let Some(body) = bodies.get(&claim.payload_ref) else {
-                        return Err(ProcessError::Poison(
-                            "payload no longer stored (past retention)".into(),
-                        ));
-                    };
-                    let outcome = project(&mut tx, claim, json_state(body).as_deref()).await?;
-                    sqlx::query(
-                        "INSERT INTO processed_events
-                             (provider, endpoint_id, provider_event_id, inbox_id, outcome)
-                         VALUES ($1, $2, $3, $4, $5)",
-                    )
-                    .bind(&claim.provider)
-                    .bind(&claim.endpoint_id)
-                    .bind(&claim.event_id)
-                    .bind(claim.inbox_id)
-                    .bind(outcome.as_str())
-                    .execute(&mut *tx)
-                    .await?;
-                    outcome
+                // deliveries are re-planned, so the payload is not needed.
+                (Some(_), _) => None,
+                (None, Some(body)) => json_state(body),
+                (None, None) => {
+                    return Err(ProcessError::Poison(
+                        "payload no longer stored (past retention)".into(),
+                    ));
                 }
             };
-            let deliveries = plan_deliveries(&mut tx, p, endpoint, claim).await?;
-            sqlx::query(
-                "UPDATE webhook_inbox
-                 SET status = 'PROCESSED', outcome = $2, processed_at = now(), lease_until = NULL,
-                     last_error = NULL, deliveries_planned = $3
-                 WHERE inbox_id = $1",
-            )
-            .bind(claim.inbox_id)
-            .bind(outcome.as_str())
-            .bind(deliveries as i32)
-            .execute(&mut *tx)
-            .await?;
+            let targets = delivery_targets(p, endpoint, claim);
+            let outcome = finish(&mut tx, claim, state.as_deref(), done, &targets).await?;
+            let deliveries = targets.len();
             applied.push(Applied {
                 inbox_id: claim.inbox_id,
                 outcome,
@@ -400,60 +377,89 @@ fn json_state(body: &[u8]) -> Option<String> {
     (!text.contains("\\u0000")).then_some(text)
 }
 
-/// The built-in mutation: move the object's projection forward if this event is newer.
-/// `sequence` versions compare as numbers (equal is stale); `created_at` versions compare as
-/// (created, event id), so two events created in the same second still have one order.
-async fn project(
+/// The built-in mutation and everything that commits with it, for one event, in one
+/// statement (one round trip): move the object's projection forward if this event is newer,
+/// write the `processed_events` marker, plan the deliveries and mark the inbox row
+/// `PROCESSED`. With `done` (the marker already exists), only the last two.
+///
+/// Ordering: `sequence` versions compare as numbers (equal is stale); `created_at` versions
+/// compare as (created, event id), so two events created in the same second still have one
+/// order. An event without an object or a version leaves the projection alone.
+async fn finish(
     tx: &mut Transaction<'_, Postgres>,
     claim: &Claim,
     state: Option<&str>,
+    done: Option<&str>,
+    targets: &[(&str, &str, u32)],
 ) -> Result<Outcome, sqlx::Error> {
-    let Some(object_id) = &claim.object_id else {
-        return Ok(Outcome::NoObject);
-    };
-    let (Some(kind), Some(version)) = (&claim.version_kind, claim.version) else {
-        return Ok(Outcome::Unversioned);
-    };
-    let applied: Option<i32> = sqlx::query_scalar(
-        "INSERT INTO object_state AS o (provider, endpoint_id, object_id, version_kind,
-             object_version, event_id, event_type, state, inbox_id, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, now())
-         ON CONFLICT (provider, endpoint_id, object_id) DO UPDATE
-         SET version_kind = EXCLUDED.version_kind, object_version = EXCLUDED.object_version,
-             event_id = EXCLUDED.event_id, event_type = EXCLUDED.event_type,
-             state = EXCLUDED.state, inbox_id = EXCLUDED.inbox_id, updated_at = now()
-         WHERE o.object_version < EXCLUDED.object_version
-            OR (EXCLUDED.version_kind = 'created_at'
-                AND o.object_version = EXCLUDED.object_version
-                AND o.event_id < EXCLUDED.event_id)
-         RETURNING 1",
+    let outcome: String = sqlx::query_scalar(
+        "WITH projected AS (
+             INSERT INTO object_state AS o (provider, endpoint_id, object_id, version_kind,
+                 object_version, event_id, event_type, state, inbox_id, updated_at)
+             SELECT $1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, now()
+             WHERE $10::text IS NULL AND $3::text IS NOT NULL AND $4::text IS NOT NULL
+               AND $5::bigint IS NOT NULL
+             ON CONFLICT (provider, endpoint_id, object_id) DO UPDATE
+             SET version_kind = EXCLUDED.version_kind, object_version = EXCLUDED.object_version,
+                 event_id = EXCLUDED.event_id, event_type = EXCLUDED.event_type,
+                 state = EXCLUDED.state, inbox_id = EXCLUDED.inbox_id, updated_at = now()
+             WHERE o.object_version < EXCLUDED.object_version
+                OR (EXCLUDED.version_kind = 'created_at'
+                    AND o.object_version = EXCLUDED.object_version
+                    AND o.event_id < EXCLUDED.event_id)
+             RETURNING 1
+         ), outcome AS (
+             SELECT CASE
+                 WHEN $10::text IS NOT NULL THEN $10::text
+                 WHEN $3::text IS NULL THEN 'no_object'
+                 WHEN $4::text IS NULL OR $5::bigint IS NULL THEN 'unversioned'
+                 WHEN EXISTS (SELECT 1 FROM projected) THEN 'applied'
+                 ELSE 'stale' END AS value
+         ), marker AS (
+             INSERT INTO processed_events (provider, endpoint_id, provider_event_id, inbox_id,
+                 outcome)
+             SELECT $1, $2, $6, $9, value FROM outcome WHERE $10::text IS NULL
+         ), planned AS (
+             INSERT INTO deliveries (delivery_id, inbox_id, sink, target, max_attempts)
+             SELECT d.id, $9, d.sink, d.target, d.max_attempts
+             FROM unnest($11::uuid[], $12::text[], $13::text[], $14::int[])
+                  AS d(id, sink, target, max_attempts)
+             ON CONFLICT ON CONSTRAINT deliveries_once_per_target DO NOTHING
+         ), inbox AS (
+             UPDATE webhook_inbox
+             SET status = 'PROCESSED', outcome = (SELECT value FROM outcome),
+                 processed_at = now(), lease_until = NULL, last_error = NULL,
+                 deliveries_planned = cardinality($11::uuid[])
+             WHERE inbox_id = $9
+         )
+         SELECT value FROM outcome",
     )
     .bind(&claim.provider)
     .bind(&claim.endpoint_id)
-    .bind(object_id)
-    .bind(kind)
-    .bind(version)
+    .bind(&claim.object_id)
+    .bind(&claim.version_kind)
+    .bind(claim.version)
     .bind(&claim.event_id)
     .bind(&claim.event_type)
     .bind(state)
     .bind(claim.inbox_id)
-    .fetch_optional(&mut **tx)
+    .bind(done)
+    .bind(targets.iter().map(|_| Uuid::now_v7()).collect::<Vec<_>>())
+    .bind(targets.iter().map(|t| t.0).collect::<Vec<_>>())
+    .bind(targets.iter().map(|t| t.1).collect::<Vec<_>>())
+    .bind(targets.iter().map(|t| t.2 as i32).collect::<Vec<_>>())
+    .fetch_one(&mut **tx)
     .await?;
-    Ok(if applied.is_some() {
-        Outcome::Applied
-    } else {
-        Outcome::Stale
-    })
+    Ok(Outcome::parse(&outcome))
 }
 
-/// One deliveries row per matching route; a re-run adds only what is missing.
-async fn plan_deliveries(
-    tx: &mut Transaction<'_, Postgres>,
-    p: &Processing,
+/// The (sink, target, max attempts) of every route matching the event; two routes to the
+/// same target are one delivery.
+fn delivery_targets<'a>(
+    p: &'a Processing,
     endpoint: &EndpointConfig,
     claim: &Claim,
-) -> Result<usize, sqlx::Error> {
-    // Two routes to the same target are one delivery.
+) -> Vec<(&'a str, &'a str, u32)> {
     let mut targets: Vec<_> = p
         .config
         .routes
@@ -463,20 +469,5 @@ async fn plan_deliveries(
         .collect();
     targets.sort();
     targets.dedup_by(|a, b| (a.0, a.1) == (b.0, b.1));
-    for (sink, target, max_attempts) in &targets {
-        sqlx::query(
-            "INSERT INTO deliveries (delivery_id, inbox_id, sink, target, max_attempts)
-             VALUES ($1, $2, $3, $4, $5)
-             ON CONFLICT ON CONSTRAINT deliveries_once_per_target DO NOTHING",
-        )
-        .bind(Uuid::now_v7())
-        .bind(claim.inbox_id)
-        .bind(sink)
-        .bind(target)
-        .bind(*max_attempts as i32)
-        .execute(&mut **tx)
-        .await?;
-    }
-    let planned = targets.len();
-    Ok(planned)
+    targets
 }
