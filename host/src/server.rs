@@ -111,30 +111,15 @@ impl Server {
             processing.spawn(config.worker.count, &cancel, &mut tasks);
         }
 
-        let listener = TcpListener::bind(config.server.listen).await?;
-        let addr = listener.local_addr()?;
-        let token = cancel.clone();
-        let router = public_router(state.clone());
-        tasks.spawn(async move {
-            axum::serve(listener, router)
-                .with_graceful_shutdown(token.cancelled_owned())
-                .await?;
-            Ok(())
-        });
+        let addr = serve_on(
+            config.server.listen,
+            public_router(state.clone()),
+            &cancel,
+            &mut tasks,
+        )
+        .await?;
         let admin_addr = match config.server.admin_listen {
-            Some(admin) => {
-                let listener = TcpListener::bind(admin).await?;
-                let admin_addr = listener.local_addr()?;
-                let token = cancel.clone();
-                let router = admin_router(state);
-                tasks.spawn(async move {
-                    axum::serve(listener, router)
-                        .with_graceful_shutdown(token.cancelled_owned())
-                        .await?;
-                    Ok(())
-                });
-                Some(admin_addr)
-            }
+            Some(admin) => Some(serve_on(admin, admin_router(state), &cancel, &mut tasks).await?),
             None => None,
         };
         Ok(Self {
@@ -194,19 +179,8 @@ impl ProcessingHost {
         processing.spawn(workers, &cancel, &mut tasks);
         let admin_addr = match admin {
             Some(addr) => {
-                let listener = TcpListener::bind(addr).await?;
-                let bound = listener.local_addr()?;
-                let (router, token) = (
-                    processing_admin_router(Arc::clone(&processing)),
-                    cancel.clone(),
-                );
-                tasks.spawn(async move {
-                    axum::serve(listener, router)
-                        .with_graceful_shutdown(token.cancelled_owned())
-                        .await?;
-                    Ok(())
-                });
-                Some(bound)
+                let router = processing_admin_router(Arc::clone(&processing));
+                Some(serve_on(addr, router, &cancel, &mut tasks).await?)
             }
             None => None,
         };
@@ -228,6 +202,26 @@ impl ProcessingHost {
     pub async fn run_until_cancelled(self) -> anyhow::Result<()> {
         self.background.run_until_cancelled().await
     }
+}
+
+/// Binds `addr` and serves `router` on it until `cancel` fires, letting requests in flight
+/// finish; returns the bound address (port 0 picks one).
+async fn serve_on(
+    addr: SocketAddr,
+    router: axum::Router,
+    cancel: &CancellationToken,
+    tasks: &mut JoinSet<anyhow::Result<()>>,
+) -> anyhow::Result<SocketAddr> {
+    let listener = TcpListener::bind(addr).await?;
+    let bound = listener.local_addr()?;
+    let token = cancel.clone();
+    tasks.spawn(async move {
+        axum::serve(listener, router)
+            .with_graceful_shutdown(token.cancelled_owned())
+            .await?;
+        Ok(())
+    });
+    Ok(bound)
 }
 
 /// Every task of a process under one cancellation token.
