@@ -428,8 +428,8 @@ async fn finish(
          ), inbox AS (
              UPDATE webhook_inbox
              SET status = 'PROCESSED', outcome = (SELECT value FROM outcome),
-                 processed_at = now(), lease_until = NULL, last_error = NULL,
-                 deliveries_planned = cardinality($11::uuid[])
+                 processed_at = now(), lease_until = NULL, next_attempt_at = now(),
+                 last_error = NULL, deliveries_planned = cardinality($11::uuid[])
              WHERE inbox_id = $9
          )
          SELECT value FROM outcome",
