@@ -41,19 +41,25 @@ pub fn check_status(status: &str) -> anyhow::Result<String> {
 
 /// Newest first.
 pub async fn list(pool: &PgPool, filter: &Filter) -> anyhow::Result<Vec<Summary>> {
-    Ok(sqlx::query_as(
+    select(pool, filter, "DESC").await
+}
+
+/// The events a filter selects, in `order` of reception (`ASC` or `DESC`, a constant).
+async fn select(pool: &PgPool, filter: &Filter, order: &str) -> anyhow::Result<Vec<Summary>> {
+    let sql = format!(
         "SELECT inbox_id, status, endpoint_id, event_type, provider_event_id, attempt_count,
                 received_at, last_error
          FROM webhook_inbox
          WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR endpoint_id = $2)
-         ORDER BY received_at DESC
-         LIMIT $3",
-    )
-    .bind(&filter.status)
-    .bind(&filter.endpoint)
-    .bind(filter.limit)
-    .fetch_all(pool)
-    .await?)
+         ORDER BY received_at {order}
+         LIMIT $3"
+    );
+    Ok(sqlx::query_as(&sql)
+        .bind(&filter.status)
+        .bind(&filter.endpoint)
+        .bind(filter.limit)
+        .fetch_all(pool)
+        .await?)
 }
 
 /// Everything known about one event, as JSON; the payload only with `with_payload`.
@@ -155,15 +161,6 @@ pub async fn replay(pool: &PgPool, ids: &[Uuid], resend: bool) -> anyhow::Result
 
 /// The ids a filter selects (for replay by filter), oldest first.
 pub async fn ids(pool: &PgPool, filter: &Filter) -> anyhow::Result<Vec<Uuid>> {
-    Ok(sqlx::query_scalar(
-        "SELECT inbox_id FROM webhook_inbox
-         WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR endpoint_id = $2)
-         ORDER BY received_at
-         LIMIT $3",
-    )
-    .bind(&filter.status)
-    .bind(&filter.endpoint)
-    .bind(filter.limit)
-    .fetch_all(pool)
-    .await?)
+    let selected = select(pool, filter, "ASC").await?;
+    Ok(selected.into_iter().map(|e| e.inbox_id).collect())
 }

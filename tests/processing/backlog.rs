@@ -10,11 +10,7 @@ use crate::support::*;
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn saturated_workers_stopped_and_restarted_while_ingest_continues() {
     // Each delivery takes 500 ms: the relay (32 at a time) falls behind 100 requests/s.
-    let receiver = Receiver::start(Behaviour {
-        script: Default::default(),
-        then: (200, Duration::from_millis(500)),
-    })
-    .await;
+    let receiver = Receiver::start(always(200, Duration::from_millis(500))).await;
     // Ingest only here; processing runs in a separate `wharf worker` process.
     let app = app()
         .toml(&worker_toml(0))

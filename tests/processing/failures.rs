@@ -11,16 +11,14 @@ use crate::support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_downstream_answering_500_then_200_gets_the_event_twice_with_one_key() {
-    let receiver = Receiver::start(Behaviour {
-        script: [(500, Duration::ZERO)].into(),
-        then: (200, Duration::ZERO),
-    })
+    let (receiver, app) = app_delivering_to(
+        Behaviour {
+            script: [(500, Duration::ZERO)].into(),
+            then: (200, Duration::ZERO),
+        },
+        "",
+    )
     .await;
-    let app = app()
-        .toml(&worker_toml(2))
-        .toml(&http_route(&receiver.url, ""))
-        .spawn()
-        .await;
     let (headers, body) = signed_stripe("evt_500_then_200");
     assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
     converged(&app.db).await;
@@ -39,19 +37,11 @@ async fn a_downstream_answering_500_then_200_gets_the_event_twice_with_one_key()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_downstream_that_never_answers_in_time_ends_failed() {
-    let receiver = Receiver::start(Behaviour {
-        script: Default::default(),
-        then: (200, Duration::from_secs(5)),
-    })
+    let (_receiver, app) = app_delivering_to(
+        always(200, Duration::from_secs(5)),
+        "timeout_ms = 200\nmax_attempts = 3",
+    )
     .await;
-    let app = app()
-        .toml(&worker_toml(2))
-        .toml(&http_route(
-            &receiver.url,
-            "timeout_ms = 200\nmax_attempts = 3",
-        ))
-        .spawn()
-        .await;
     let (headers, body) = signed_stripe("evt_timeout");
     assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
     count_becomes(
@@ -218,11 +208,7 @@ async fn transient_failures_back_off_until_the_endpoint_attempts_run_out() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_target_that_never_answers_does_not_hold_up_the_others() {
-    let dead = Receiver::start(Behaviour {
-        script: Default::default(),
-        then: (200, Duration::from_secs(60)),
-    })
-    .await;
+    let dead = Receiver::start(always(200, Duration::from_secs(60))).await;
     let healthy = Receiver::start(Behaviour::ok()).await;
     let app = app()
         .toml(&worker_toml(2))

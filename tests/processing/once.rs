@@ -5,12 +5,7 @@ use crate::support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn three_hundred_copies_apply_once_and_deliver_one_key() {
-    let receiver = Receiver::start(Behaviour::ok()).await;
-    let app = app()
-        .toml(&worker_toml(2))
-        .toml(&http_route(&receiver.url, ""))
-        .spawn()
-        .await;
+    let (receiver, app) = app_delivering_to(Behaviour::ok(), "").await;
     let (headers, body) = signed_stripe("evt_300_copies");
     let requests = (0..300).map(|_| {
         let (client, base, headers, body) = (

@@ -8,12 +8,7 @@ use crate::support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_reconciler_requeues_events_missing_processing_or_deliveries() {
-    let receiver = Receiver::start(Behaviour::ok()).await;
-    let app = app()
-        .toml(&worker_toml(2))
-        .toml(&http_route(&receiver.url, ""))
-        .spawn()
-        .await;
+    let (receiver, app) = app_delivering_to(Behaviour::ok(), "").await;
     for id in ["evt_rec_1", "evt_rec_2"] {
         let (headers, body) = signed_stripe(id);
         assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);

@@ -187,6 +187,29 @@ pub fn http_route(url: &str, extra: &str) -> String {
     )
 }
 
+/// A receiver behaving as told, and a server with two workers whose stripe endpoint routes
+/// every event to it (`route_extra`: more keys for the route, such as `timeout_ms`).
+pub async fn app_delivering_to(
+    behaviour: Behaviour,
+    route_extra: &str,
+) -> (Receiver, crate::common::TestApp) {
+    let receiver = Receiver::start(behaviour).await;
+    let app = crate::common::app()
+        .toml(&worker_toml(2))
+        .toml(&http_route(&receiver.url, route_extra))
+        .spawn()
+        .await;
+    (receiver, app)
+}
+
+/// Answers `status` after `delay`, every time.
+pub fn always(status: u16, delay: Duration) -> Behaviour {
+    Behaviour {
+        script: VecDeque::new(),
+        then: (status, delay),
+    }
+}
+
 /// A NATS config private to one test: its own accepted-events stream and subject prefix.
 pub struct NatsScope {
     pub prefix: String,
