@@ -104,7 +104,8 @@ enum EventsCommand {
 
 #[derive(Subcommand)]
 enum AdapterCommand {
-    /// Load an adapter, validate it against the world and print its description as JSON.
+    /// Load an adapter, validate it against the world and print its description as JSON;
+    /// when its fixtures ship beside it (`NAME.fixtures/`), run them too, as reload does.
     Check { file: PathBuf },
     /// Run an adapter's fixtures through the host's verification path, without a database.
     /// Prints a diff for each failing case and exits non-zero if any fails.
@@ -190,8 +191,15 @@ async fn adapter(command: AdapterCommand) -> anyhow::Result<()> {
     match command {
         AdapterCommand::Check { file } => {
             let sandbox = Sandbox::new(SandboxLimits::default(), None)?;
-            let adapter = sandbox.load(&file).await?;
+            let adapter = std::sync::Arc::new(sandbox.load(&file).await?);
             println!("{}", serde_json::to_string_pretty(&adapter.info)?);
+            // The same vetting as a hot reload: a file whose fixtures fail (or that breaks the
+            // verification contract on one) would be refused there.
+            let fixtures = crate::reload::fixtures_dir(&file);
+            if fixtures.is_dir() {
+                let report = crate::fixtures::run_dir(&adapter, &fixtures).await?;
+                anyhow::ensure!(report.failed() == 0, "{}", report.summary());
+            }
             Ok(())
         }
         AdapterCommand::Test { file, fixtures } => {

@@ -268,6 +268,11 @@ pub async fn run_case(adapter: &Arc<LoadedAdapter>, case: &Path) -> anyhow::Resu
         &mut facts,
     )
     .await;
+    // A breach of the verification contract fails the case whatever it expects: such a file
+    // must never be swapped in, even with a fixture that anticipates the 503.
+    if let Err(e @ crate::ingest::IngestError::AdapterContract(_)) = &result {
+        anyhow::bail!("{}", crate::http::internal_cause(e).unwrap_or_default());
+    }
     let cause = result.as_ref().err().and_then(crate::http::internal_cause);
     Ok(Ran {
         expected,

@@ -321,7 +321,7 @@ pub fn error_code(e: &IngestError) -> (StatusCode, &'static str) {
         IngestError::SecretsUnavailable(_) => {
             (StatusCode::SERVICE_UNAVAILABLE, "secrets_unavailable")
         }
-        IngestError::AdapterUnavailable(_) => {
+        IngestError::AdapterUnavailable(_) | IngestError::AdapterContract(_) => {
             (StatusCode::SERVICE_UNAVAILABLE, "adapter_unavailable")
         }
     }
@@ -334,6 +334,9 @@ pub fn internal_cause(e: &IngestError) -> Option<String> {
         | IngestError::Malformed(d)
         | IngestError::UnsupportedEventType(d) => Some(d.clone()),
         IngestError::AdapterUnavailable(d) => Some(d.clone()),
+        IngestError::AdapterContract(v) => {
+            Some(format!("adapter broke the verification contract: {v}"))
+        }
         IngestError::StaleTimestamp(e) => Some(e.to_string()),
         IngestError::StorageUnavailable(e) => Some(e.to_string()),
         IngestError::SecretsUnavailable(e) => Some(e.to_string()),

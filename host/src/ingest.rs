@@ -15,6 +15,7 @@ use crate::config::{EndpointConfig, UnsupportedTypes, glob_match};
 use crate::failpoint;
 use crate::metrics::Metrics;
 use crate::processing::Signals;
+use crate::redact;
 use crate::secrets::{KeyEncoding, SecretStore, Secrets, SecretsError, TrustedKey};
 use crate::store::{Acceptance, NewEvent, ObjectVersion, Store, StoreError, Submission};
 use crate::verify::{self, VerifyError};
@@ -52,6 +53,10 @@ pub enum IngestError {
     SecretsUnavailable(#[from] SecretsError),
     #[error("adapter unavailable")]
     AdapterUnavailable(String),
+    /// The adapter's `prepare` asked for something the host refuses to call verification
+    /// (a check that skips the body, an unsigned timestamp, unbounded work): its fault, 503.
+    #[error("adapter broke the verification contract")]
+    AdapterContract(verify::ContractViolation),
 }
 
 impl From<AdapterFailure> for IngestError {
@@ -322,6 +327,8 @@ pub async fn verify_and_parse(
     } = admitted;
     facts.adapter = Some(adapter.info.name.clone());
     facts.adapter_version = Some(adapter.info.version.clone());
+    // Whatever an adapter writes for the log is bounded, printable and never echoes the request.
+    let loggable = |detail: String| redact::adapter_text(&detail, &body, &headers);
     let view = || RequestView {
         endpoint_id: endpoint.id.clone(),
         url: endpoint.public_url.as_ref().map(|u| match query {
@@ -336,24 +343,34 @@ pub async fn verify_and_parse(
     let prepared = adapter
         .prepare(view())
         .await?
-        .map_err(|r| IngestError::InvalidSignature(r.detail))?;
+        .map_err(|r| IngestError::InvalidSignature(loggable(r.detail)))?;
 
-    // 5. Verify under every trusted version of the endpoint's configured secret set.
+    // 5. Verify under every trusted version of the endpoint's configured secret set, once the
+    // host has checked that what the adapter describes is worth verifying.
+    let tolerance = endpoint
+        .tolerance_secs
+        .or(adapter.info.tolerance_past_secs)
+        .map(|past| {
+            let future = endpoint
+                .future_tolerance_secs
+                .or(adapter.info.tolerance_future_secs)
+                .unwrap_or(past);
+            (past, future)
+        });
     let keys = secrets.keys(&endpoint.secret, adapter.info.encoding, now)?;
     let mac = adapter
         .info
         .mac
         .ok_or_else(|| IngestError::AdapterUnavailable("no algorithm".into()))?;
-    let version = verify::verify(mac, &keys, &prepared, &body)
-        .map_err(|e| IngestError::InvalidSignature(e.to_string()))?;
+    let version =
+        verify::verify(mac, &keys, &prepared, &body, tolerance.is_some()).map_err(|e| match e {
+            VerifyError::Contract(v) => IngestError::AdapterContract(v),
+            e => IngestError::InvalidSignature(e.to_string()),
+        })?;
     facts.secret_version = Some(version.to_owned());
 
     // 6. Freshness of the signed timestamp, when the provider signs one.
-    if let Some(past) = endpoint.tolerance_secs.or(adapter.info.tolerance_past_secs) {
-        let future = endpoint
-            .future_tolerance_secs
-            .or(adapter.info.tolerance_future_secs)
-            .unwrap_or(past);
+    if let Some((past, future)) = tolerance {
         verify::check_freshness(prepared.timestamp, now.unix_timestamp(), past, future).map_err(
             |e| match e {
                 VerifyError::MissingTimestamp => IngestError::InvalidSignature(e.to_string()),
@@ -367,10 +384,12 @@ pub async fn verify_and_parse(
         Ok(parsed) => parsed,
         Err(r) => {
             return match r.kind {
-                RejectionKind::UnsupportedEventType => unsupported(endpoint, r.detail),
-                RejectionKind::Malformed => Err(IngestError::Malformed(r.detail)),
+                RejectionKind::UnsupportedEventType => unsupported(endpoint, loggable(r.detail)),
+                RejectionKind::Malformed => Err(IngestError::Malformed(loggable(r.detail))),
                 // After a successful verification this is an adapter contract breach.
-                RejectionKind::InvalidSignature => Err(IngestError::InvalidSignature(r.detail)),
+                RejectionKind::InvalidSignature => {
+                    Err(IngestError::InvalidSignature(loggable(r.detail)))
+                }
             };
         }
     };
@@ -390,18 +409,25 @@ pub async fn verify_and_parse(
         }
         Parsed::Events(envelopes) => envelopes,
     };
-    facts.event_id = envelopes.first().map(|e| e.event_id.clone());
     let allowed = &adapter.info.event_types;
     if let Some(e) = envelopes
         .iter()
         .find(|e| !allowed.is_empty() && !allowed.iter().any(|g| glob_match(g, &e.event_type)))
     {
-        return unsupported(endpoint, format!("event type {:?}", e.event_type));
+        return unsupported(
+            endpoint,
+            format!(
+                "event type {:?}",
+                redact::printable(&e.event_type, MAX_ID_BYTES)
+            ),
+        );
     }
     let events = envelopes
         .into_iter()
         .map(|e| to_event(&adapter.info.name, &endpoint.id, e))
         .collect::<Result<Vec<_>, _>>()?;
+    // Only a validated id reaches the log line.
+    facts.event_id = events.first().map(|e| e.event_id.clone());
 
     Ok(Verified::Accept(Submission {
         payload: body.clone(),
@@ -424,6 +450,25 @@ fn to_event(provider: &str, endpoint_id: &str, e: wasm::Envelope) -> Result<NewE
     }
     if e.event_type.is_empty() || e.event_type.len() > MAX_ID_BYTES {
         return Err(bad("event type must be 1-255 bytes"));
+    }
+    // Ids travel on as header values (Wharf-Event-Id, NATS subjects) and Postgres text, which
+    // take no CR, LF or NUL: refuse every control character here, once, after verification.
+    let fields = [
+        ("event id", Some(&e.event_id)),
+        ("event type", Some(&e.event_type)),
+        ("object id", e.object_id.as_ref()),
+        ("route", e.route.as_ref()),
+    ];
+    if let Some((name, _)) = fields
+        .iter()
+        .find(|(_, v)| v.is_some_and(|v| v.chars().any(char::is_control)))
+    {
+        return Err(bad(&format!("{name} contains a control character")));
+    }
+    if e.object_id.as_ref().is_some_and(|o| o.len() > MAX_ID_BYTES)
+        || e.route.as_ref().is_some_and(|r| r.len() > MAX_ID_BYTES)
+    {
+        return Err(bad("object id and route must be at most 255 bytes"));
     }
     let object_version = match e.object_version {
         Some(wasm::ObjectVersion::Sequence(v)) => Some(ObjectVersion::Sequence(

@@ -17,6 +17,7 @@ pub mod nats;
 pub mod outbox;
 pub mod processing;
 pub mod reconcile;
+pub mod redact;
 pub mod reload;
 pub mod scaffold;
 pub mod secrets;

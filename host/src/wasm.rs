@@ -56,6 +56,14 @@ pub struct SandboxLimits {
     pub threads: usize,
 }
 
+impl SandboxLimits {
+    /// The host-side bound on one call's wall time, in addition to the epoch deadline (which
+    /// interrupts only running wasm, not a guest waiting in a host call).
+    pub fn wall_timeout(&self) -> Duration {
+        self.call_timeout * 2 + Duration::from_millis(100)
+    }
+}
+
 impl Default for SandboxLimits {
     fn default() -> Self {
         Self {
@@ -82,6 +90,8 @@ pub struct RequestView {
 pub enum AdapterFailure {
     #[error("adapter exceeded its CPU deadline")]
     Timeout,
+    #[error("adapter call exceeded its wall-clock bound of {0:?}")]
+    WallTimeout(Duration),
     #[error("adapter trapped: {trap}{}", stderr_suffix(.stderr))]
     Trap { trap: String, stderr: String },
     #[error("adapter result too large: {0}")]
@@ -190,6 +200,28 @@ impl HostMonotonicClock for NoClock {
     }
 }
 
+/// What a guest's sleeps and poll timeouts wait on: nothing. With no clock there is nothing
+/// worth waiting for, and a WASI call that blocked would hold a sandbox slot past the epoch
+/// deadline, which interrupts only running wasm.
+struct Ready;
+
+#[async_trait::async_trait]
+impl wasmtime_wasi::p2::Pollable for Ready {
+    async fn ready(&mut self) {}
+}
+
+/// The WASI clock interface whose subscriptions `Ready` replaces (the version
+/// `add_to_linker_async` defines; guests importing an older 0.2.x are matched to it).
+const MONOTONIC_CLOCK: &str = "wasi:clocks/monotonic-clock@0.2.12";
+
+fn ready_pollable(
+    mut store: wasmtime::StoreContextMut<'_, GuestState>,
+) -> wasmtime::Result<(Resource<wasmtime_wasi::p2::DynPollable>,)> {
+    let table = &mut store.data_mut().table;
+    let ready = table.push(Ready)?;
+    Ok((wasmtime_wasi::p2::subscribe(table, ready)?,))
+}
+
 /// The engine, linker and limits shared by every adapter.
 pub struct Sandbox {
     engine: Engine,
@@ -248,12 +280,29 @@ impl Sandbox {
 
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| anyhow::anyhow!("{e}"))?;
+        linker.allow_shadowing(true);
+        let mut clock = linker
+            .instance(MONOTONIC_CLOCK)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        clock
+            .func_wrap("subscribe-duration", |store, (_,): (u64,)| {
+                ready_pollable(store)
+            })
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        clock
+            .func_wrap("subscribe-instant", |store, (_,): (u64,)| {
+                ready_pollable(store)
+            })
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        linker.allow_shadowing(false);
         bindings::Adapter::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         let permits = Arc::new(Semaphore::new(n as usize));
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(limits.threads.max(1))
             .thread_name("wharf-wasm")
+            // The wall-clock bound on each call is a tokio timer.
+            .enable_time()
             .build()?;
         Ok(Arc::new(Self {
             engine,
@@ -442,6 +491,9 @@ impl AdapterSet {
     }
 }
 
+/// Event-type globs one adapter may declare.
+const MAX_EVENT_TYPE_GLOBS: usize = 1024;
+
 /// What `describe` said, checked and in host types.
 #[derive(Debug, Clone, Serialize)]
 pub struct AdapterInfo {
@@ -497,9 +549,24 @@ impl TryFrom<bindings::wharf::adapter::types::Description> for AdapterInfo {
             "adapter name {:?} must be 1-64 of [a-z0-9_-]",
             d.name
         );
+        // Every string from `describe` reaches log lines and `/admin/adapters`: bounded and
+        // printable, or the file is refused.
         anyhow::ensure!(
-            !d.version.is_empty() && d.version.len() <= 64,
-            "adapter version must be 1-64 bytes"
+            !d.version.is_empty()
+                && d.version.len() <= 64
+                && d.version.bytes().all(|b| b.is_ascii_graphic()),
+            "adapter version must be 1-64 printable ASCII bytes without spaces"
+        );
+        anyhow::ensure!(
+            d.event_types.len() <= MAX_EVENT_TYPE_GLOBS,
+            "adapter declares {} event types (at most {MAX_EVENT_TYPE_GLOBS})",
+            d.event_types.len()
+        );
+        anyhow::ensure!(
+            d.event_types
+                .iter()
+                .all(|t| !t.is_empty() && t.len() <= 255 && !t.chars().any(char::is_control)),
+            "adapter event types must be 1-255 bytes without control characters"
         );
         let (algorithm, mac) = match d.algorithm {
             Algorithm::HmacSha256 => ("hmac-sha256", MacAlgorithm::Sha256),
@@ -575,8 +642,8 @@ impl LoadedAdapter {
                 .iter()
                 .flat_map(|c| c.message.iter())
                 .map(|p| match p {
-                    Part::Literal(bytes) => bytes.len(),
-                    Part::RawBody => 0,
+                    Part::Literal(bytes) => bytes.len() + 16,
+                    Part::RawBody => 16,
                 })
                 .sum();
             let sigs: usize = prepared
@@ -707,6 +774,9 @@ where
         },
     );
     store.limiter(|s| &mut s.limits);
+    // Lifting a result (and any guest-to-host argument) is bounded while it is lifted, not
+    // after: a list of two million parts fails here instead of being allocated.
+    store.set_hostcall_fuel(sandbox.limits.max_result_bytes);
     // Every tick the guest yields to the executor, so a spinning adapter cannot starve the
     // requests (and commits) sharing its worker thread; after the budget it is interrupted.
     let mut ticks_left = sandbox
@@ -725,6 +795,10 @@ where
         })
     });
 
+    // Kept to withhold echoes of the request from the guest's stderr in the log.
+    let echo_source = req
+        .as_ref()
+        .map(|r| (r.body.clone(), Arc::clone(&r.headers)));
     let req = match req {
         Some(r) => Some(
             store
@@ -738,24 +812,44 @@ where
         ),
         None => None,
     };
-    let result = match pre.instantiate_async(&mut store).await {
-        Ok(adapter) => f(&adapter, &mut store, req).await,
-        Err(e) => Err(e),
+    let wall = sandbox.limits.wall_timeout();
+    let call = async {
+        match pre.instantiate_async(&mut store).await {
+            Ok(adapter) => f(&adapter, &mut store, req).await,
+            Err(e) => Err(e),
+        }
+    };
+    // Dropping the call mid-way is safe: the store is never used again.
+    let Ok(result) = tokio::time::timeout(wall, call).await else {
+        return Err(AdapterFailure::WallTimeout(wall));
     };
     result.map_err(|e| {
         if matches!(e.downcast_ref::<Trap>(), Some(Trap::Interrupt)) {
             return AdapterFailure::Timeout;
         }
+        let message = e.to_string();
+        if message.contains("fuel allocated for hostcalls has been exhausted") {
+            return AdapterFailure::OversizedResult(format!(
+                "more than {} bytes crossed from the guest in one call",
+                sandbox.limits.max_result_bytes
+            ));
+        }
         let captured = stderr.contents();
         let captured =
             String::from_utf8_lossy(&captured[..captured.len().min(STDERR_CAPTURE_BYTES)]);
+        let captured = match &echo_source {
+            Some((body, headers)) => crate::redact::adapter_text(captured.trim(), body, headers),
+            None => {
+                crate::redact::printable(captured.trim(), crate::redact::MAX_ADAPTER_TEXT_BYTES)
+            }
+        };
         let trap = match e.downcast_ref::<Trap>() {
             Some(trap) => trap.to_string(),
-            None => e.to_string(),
+            None => message,
         };
         AdapterFailure::Trap {
             trap,
-            stderr: captured.trim().to_owned(),
+            stderr: captured,
         }
     })
 }

@@ -6,6 +6,7 @@ mod common;
 
 mod cli;
 mod concurrency;
+mod contract;
 mod fixtures;
 mod limits;
 mod logs;

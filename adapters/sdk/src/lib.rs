@@ -270,4 +270,64 @@ mod tests {
         assert_eq!(utf8_nonempty(Vec::new()), None);
         assert_eq!(utf8_nonempty(vec![0xff]), None);
     }
+
+    /// The decoders see attacker-controlled header and body bytes before anything is
+    /// verified: whatever they are given, they never panic and fail closed.
+    mod properties {
+        use super::super::*;
+        use proptest::collection::vec;
+        use proptest::prelude::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 1024, ..ProptestConfig::default() })]
+
+            #[test]
+            fn decoders_never_panic_nor_yield_an_empty_signature(input in vec(any::<u8>(), 0..96)) {
+                prop_assert!(hex_decode(&input).is_none_or(|d| !d.is_empty()));
+                prop_assert!(base64_decode(&input).is_none_or(|d| !d.is_empty()));
+                if let Some(ts) = parse_unix_timestamp(&input) {
+                    prop_assert!(ts >= 0);
+                    prop_assert_eq!(std::str::from_utf8(&input).unwrap().parse::<i64>().ok(), Some(ts));
+                }
+                let _ = form_pairs(&input);
+                let _ = parse_json(&input);
+                let _ = utf8_nonempty(input.clone());
+            }
+
+            #[test]
+            fn encodings_round_trip(bytes in vec(any::<u8>(), 1..64)) {
+                use base64::Engine as _;
+                prop_assert_eq!(hex_decode(hex::encode(&bytes).as_bytes()), Some(bytes.clone()));
+                let b64 = base64::engine::general_purpose::STANDARD.encode(&bytes);
+                prop_assert_eq!(base64_decode(b64.as_bytes()), Some(bytes.clone()));
+                prop_assert_eq!(base64_decode(b64.trim_end_matches('=').as_bytes()), Some(bytes));
+            }
+
+            #[test]
+            fn lists_and_pairs_never_yield_empty_or_untrimmed_items(
+                input in vec(prop_oneof![Just(b' '), Just(b','), Just(b'='), any::<u8>()], 0..64),
+                sep in prop_oneof![Just(b' '), Just(b','), Just(b';')],
+            ) {
+                for item in split_list(&input, sep) {
+                    prop_assert!(!item.is_empty());
+                    prop_assert_eq!(item, item.trim_ascii());
+                    if let Some((key, value)) = split_pair(item, b'=') {
+                        prop_assert_eq!(key, key.trim_ascii());
+                        prop_assert_eq!(value, value.trim_ascii());
+                    }
+                }
+            }
+
+            #[test]
+            fn signed_prefixes_hold_every_piece_in_order(
+                pieces in vec(vec(any::<u8>(), 0..12), 0..5),
+                sep in any::<u8>(),
+            ) {
+                let refs: Vec<&[u8]> = pieces.iter().map(Vec::as_slice).collect();
+                let prefix = prefix_before_body(&refs, sep);
+                let expected: Vec<u8> = pieces.iter().flat_map(|p| p.iter().copied().chain([sep])).collect();
+                prop_assert_eq!(prefix, expected);
+            }
+        }
+    }
 }

@@ -1,12 +1,25 @@
-//! Test-only adapter for the host's sandbox limits. `prepare` misbehaves as the request's
-//! `x-misbehave` header says: `spin` (loops forever), `hog` (allocates without bound),
-//! `trap` (panics), `recurse` (recurses without bound), `bloat` (returns a 1 MiB result),
-//! `bloat100` (tries to return 100 MiB).
-//! Never deploy it; `cargo xtask adapters` puts it under `dist/testing/`.
+//! Test-only adapter for the host's sandbox limits and verification invariants. `prepare`
+//! misbehaves as the request's `x-misbehave` header says. Never deploy it; `cargo xtask
+//! adapters` puts it under `dist/testing/`.
+//!
+//! Limits: `spin` (loops forever), `hog` (allocates without bound), `trap` (panics),
+//! `recurse` (recurses without bound), `bloat` (a 1 MiB result), `bloat100` (tries to return
+//! 100 MiB), `sleep` (sleeps 30 s in a WASI call), `parts` (2,000,000 `raw-body` parts),
+//! `rehash` (1,000 `raw-body` parts: small to lift, a lot to hash).
+//!
+//! Verification: the candidate signature is the hex in `x-sig`, the signed timestamp the
+//! decimal in `x-ts`. `ok` signs `<ts>.<body>` as every real adapter should; `literal-only`
+//! signs `<ts>.wharf` and not the body; `ts-unsigned` signs `wharf.<body>` and reports the
+//! timestamp without signing it; `echo` rejects with the body as its detail.
+//!
+//! `parse` returns one event whose id is `x-event-id` (default `evt_misbehave`).
 
 wit_bindgen::generate!({ path: "../../../wit", world: "adapter" });
+wharf_adapter_sdk::adapter_helpers!();
 
-use wharf::adapter::types::{Algorithm, Check, Ordering, Part, RejectionKind, SecretEncoding};
+use wharf::adapter::types::{
+    Algorithm, Check, Envelope, Ordering, Part, SecretEncoding, Tolerance,
+};
 
 struct Adapter;
 export!(Adapter);
@@ -41,15 +54,25 @@ fn recurse(depth: u64) -> u64 {
     recurse(depth + 1).wrapping_add(frame[3])
 }
 
-/// A result holding `size` bytes of literal message.
-fn bloated(size: usize) -> Prepared {
+/// One check over `message`, with the candidate from `x-sig` and the timestamp from `x-ts`.
+fn signed(req: &Request, message: Vec<Part>) -> Prepared {
+    let signature = req
+        .header("x-sig")
+        .and_then(|v| wharf_adapter_sdk::hex_decode(&v))
+        .unwrap_or_else(|| vec![0; 32]);
     Prepared {
         checks: vec![Check {
-            message: vec![Part::Literal(vec![b'x'; size]), Part::RawBody],
-            signatures: vec![vec![0; 32]],
+            message,
+            signatures: vec![signature],
         }],
-        timestamp: None,
+        timestamp: Some(timestamp(req)),
     }
+}
+
+fn timestamp(req: &Request) -> i64 {
+    req.header("x-ts")
+        .and_then(|v| wharf_adapter_sdk::parse_unix_timestamp(&v))
+        .unwrap_or(0)
 }
 
 impl Guest for Adapter {
@@ -61,32 +84,64 @@ impl Guest for Adapter {
             max_body_bytes: None,
             algorithm: Algorithm::HmacSha256,
             secret_encoding: SecretEncoding::Raw,
-            tolerance: None,
+            tolerance: Some(Tolerance {
+                past_secs: 300,
+                future_secs: 300,
+            }),
             ordering: Ordering::None,
         }
     }
 
     fn prepare(req: &Request) -> Result<Prepared, Rejection> {
-        match req.header("x-misbehave").as_deref() {
-            Some(b"spin") => spin(),
-            Some(b"hog") => hog(),
-            Some(b"trap") => panic!("test-misbehave: deliberate panic"),
-            Some(b"recurse") => {
+        let ts = timestamp(req).to_string().into_bytes();
+        let mode = req.header("x-misbehave").unwrap_or_default();
+        match mode.as_slice() {
+            b"spin" => spin(),
+            b"hog" => hog(),
+            b"trap" => panic!("test-misbehave: deliberate panic"),
+            b"recurse" => {
                 recurse(0);
                 unreachable!()
             }
-            Some(b"bloat") => Ok(bloated(1 << 20)),
+            b"bloat" => Ok(signed(
+                req,
+                vec![Part::Literal(vec![b'x'; 1 << 20]), Part::RawBody],
+            )),
             // Past the memory cap: the allocation fails inside the guest (a trap) before the
             // host ever sees a result.
-            Some(b"bloat100") => Ok(bloated(100 << 20)),
-            _ => Err(Rejection {
-                kind: RejectionKind::InvalidSignature,
-                detail: "set x-misbehave".into(),
-            }),
+            b"bloat100" => Ok(signed(
+                req,
+                vec![Part::Literal(vec![b'x'; 100 << 20]), Part::RawBody],
+            )),
+            b"sleep" => {
+                std::thread::sleep(std::time::Duration::from_secs(30));
+                Ok(signed(req, pieces_then_body(&[&ts], b'.')))
+            }
+            b"parts" => Ok(signed(req, vec![Part::RawBody; 2_000_000])),
+            b"rehash" => Ok(signed(req, vec![Part::RawBody; 1_000])),
+            b"ok" => Ok(signed(req, pieces_then_body(&[&ts], b'.'))),
+            b"literal-only" => Ok(signed(
+                req,
+                vec![Part::Literal([ts.as_slice(), b".wharf"].concat())],
+            )),
+            b"ts-unsigned" => Ok(signed(req, pieces_then_body(&[b"wharf"], b'.'))),
+            b"echo" => Err(invalid(&String::from_utf8_lossy(&req.body()))),
+            _ => Err(invalid("set x-misbehave")),
         }
     }
 
-    fn parse(_req: &Request) -> Result<Parsed, Rejection> {
-        panic!("test-misbehave: nothing verifies, so parse is never reached")
+    fn parse(req: &Request) -> Result<Parsed, Rejection> {
+        let event_id = req
+            .header("x-event-id")
+            .and_then(wharf_adapter_sdk::utf8_nonempty)
+            .unwrap_or_else(|| "evt_misbehave".into());
+        Ok(Parsed::Events(vec![Envelope {
+            event_id,
+            event_type: "misbehave.test".into(),
+            object_id: None,
+            object_version: None,
+            created_at: None,
+            route: None,
+        }]))
     }
 }
