@@ -5,16 +5,26 @@
 //!
 //! - `http`: `POST` of the verified event document as received, with `Idempotency-Key`,
 //!   `Wharf-Event-Id`, `Wharf-Event-Type` and `Wharf-Endpoint` headers. Any answer but 2xx,
-//!   a connection error or the route's timeout is a failed attempt.
+//!   a connection error or the route's timeout is a failed attempt. Redirects are never
+//!   followed (following one would turn the `POST` into a body-less `GET`, or send the event
+//!   somewhere the route does not name): a 3xx is a failed attempt like any other.
 //! - `nats`: a JetStream publish to the route's subject with `Nats-Msg-Id: <inbox_id>`.
 //!
 //! Failed attempts back off exponentially with full jitter; after the route's `max_attempts`
-//! the row is `FAILED` (see `wharf events show`, and `wharf events replay` to retry).
+//! the row is `FAILED` (see `wharf events show`, and `wharf events replay` to retry). A
+//! delivery whose `Wharf-*` headers cannot be built (an event id or type with a control
+//! character, which only older versions accepted) is `FAILED` at once: retrying cannot change
+//! the stored text.
+//!
+//! Every update of a claimed row checks its `claim_id`, fresh for each claim, so a relay
+//! whose claim expired, or was requeued by `wharf events replay`, changes nothing.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures::FutureExt as _;
 use sqlx::Row;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -30,6 +40,8 @@ const LEASE_MARGIN: Duration = Duration::from_secs(5);
 
 struct Claimed {
     delivery_id: Uuid,
+    /// The lease token every later update of the row requires.
+    claim_id: Uuid,
     inbox_id: Uuid,
     sink: String,
     target: String,
@@ -65,6 +77,7 @@ impl DeliveryRelay {
             lane,
             http: reqwest::Client::builder()
                 .user_agent(concat!("wharf/", env!("CARGO_PKG_VERSION")))
+                .redirect(reqwest::redirect::Policy::none())
                 .build()
                 .expect("HTTP client with default settings"),
         }
@@ -154,14 +167,15 @@ impl DeliveryRelay {
                  FOR UPDATE SKIP LOCKED
              ), claimed AS (
                  UPDATE deliveries AS d
-                 SET attempt_count = d.attempt_count + 1,
+                 SET attempt_count = d.attempt_count + 1, claim_id = gen_random_uuid(),
                      next_attempt_at = now() + make_interval(secs => $2)
                  FROM due WHERE d.delivery_id = due.delivery_id
                  RETURNING d.delivery_id, d.inbox_id, d.sink, d.target, d.attempt_count,
-                           d.max_attempts
+                           d.max_attempts, d.claim_id
              )
              SELECT c.delivery_id, c.inbox_id, c.sink, c.target, c.attempt_count,
-                    c.max_attempts, i.endpoint_id, i.provider_event_id, i.event_type, pl.body
+                    c.max_attempts, i.endpoint_id, i.provider_event_id, i.event_type, pl.body,
+                    c.claim_id
              FROM claimed c
              JOIN webhook_inbox i ON i.inbox_id = c.inbox_id
              LEFT JOIN webhook_payloads pl ON pl.payload_ref = i.raw_payload_ref",
@@ -188,6 +202,7 @@ impl DeliveryRelay {
                 event_id: r.get(7),
                 event_type: r.get(8),
                 body: r.get(9),
+                claim_id: r.get(10),
             })
             .collect())
     }
@@ -211,8 +226,10 @@ impl DeliveryRelay {
 
     async fn deliver(&self, d: Claimed, cancel: &CancellationToken) {
         let p = &self.processing;
+        // A panic in a send (a bug) is a failed attempt, not a claim retaken forever.
+        let send = AssertUnwindSafe(self.send(&d)).catch_unwind();
         let result = tokio::select! {
-            r = self.send(&d) => r,
+            r = send => r.unwrap_or_else(|_| Err(Failure::Transient("the send panicked".into()))),
             _ = cancel.cancelled() => {
                 self.release(&d).await;
                 return;
@@ -259,11 +276,7 @@ impl DeliveryRelay {
         };
         let timeout = self.timeout_for(&d.sink, &d.target);
         let key = d.inbox_id.to_string();
-        let headers = [
-            ("Wharf-Event-Id", d.event_id.as_str()),
-            ("Wharf-Event-Type", d.event_type.as_str()),
-            ("Wharf-Endpoint", d.endpoint_id.as_str()),
-        ];
+        let headers = wharf_headers(d)?;
         match d.sink.as_str() {
             s if s == SinkKind::Http.as_str() => {
                 let mut request = self
@@ -274,10 +287,9 @@ impl DeliveryRelay {
                     .header("idempotency-key", &key)
                     .body(body.clone());
                 for (name, value) in headers {
-                    // Provider text that is not a valid header value is left out.
-                    if http::HeaderValue::from_str(value).is_ok() {
-                        request = request.header(name, value);
-                    }
+                    let value = http::HeaderValue::from_bytes(value.as_bytes())
+                        .map_err(|_| unsendable(name))?;
+                    request = request.header(name, value);
                 }
                 let response = request.send().await.map_err(|e| {
                     Failure::Transient(if e.is_timeout() {
@@ -291,6 +303,11 @@ impl DeliveryRelay {
                 let status = response.status();
                 if status.is_success() {
                     Ok(())
+                } else if status.is_redirection() {
+                    Err(Failure::Transient(format!(
+                        "answered HTTP {} (redirects are not followed)",
+                        status.as_u16()
+                    )))
                 } else {
                     Err(Failure::Transient(format!(
                         "answered HTTP {}",
@@ -302,10 +319,10 @@ impl DeliveryRelay {
                 let nats = self.processing.nats.as_ref().ok_or_else(|| {
                     Failure::Transient("no [nats] configured on this host".into())
                 })?;
+                let headers = crate::nats::headers(&key, &headers).map_err(|e| unsendable(&e.0))?;
                 nats.publish(
                     d.target.clone(),
-                    &key,
-                    &headers,
+                    headers,
                     Bytes::from(body.clone()),
                     timeout,
                 )
@@ -320,13 +337,13 @@ impl DeliveryRelay {
     async fn mark(&self, d: &Claimed, status: &str, error: Option<&str>, delay: Duration) {
         let result = sqlx::query(
             "UPDATE deliveries
-             SET status = $3, last_error = $4,
+             SET status = $3, last_error = $4, claim_id = NULL,
                  sent_at = CASE WHEN $3 = 'SENT' THEN now() END,
                  next_attempt_at = now() + make_interval(secs => $5)
-             WHERE delivery_id = $1 AND attempt_count = $2 AND status = 'PENDING'",
+             WHERE delivery_id = $1 AND claim_id = $2 AND status = 'PENDING'",
         )
         .bind(d.delivery_id)
-        .bind(d.attempt)
+        .bind(d.claim_id)
         .bind(status)
         .bind(error)
         .bind(delay.as_secs_f64())
@@ -339,14 +356,16 @@ impl DeliveryRelay {
         }
     }
 
-    /// Gives back a claim interrupted by shutdown, as if never taken.
+    /// Gives back a claim interrupted by shutdown: the attempt is not counted, and the claim
+    /// token is cleared rather than restored, so it can never match a later claim.
     async fn release(&self, d: &Claimed) {
         let _ = sqlx::query(
-            "UPDATE deliveries SET attempt_count = attempt_count - 1, next_attempt_at = now()
-             WHERE delivery_id = $1 AND attempt_count = $2 AND status = 'PENDING'",
+            "UPDATE deliveries
+             SET attempt_count = attempt_count - 1, next_attempt_at = now(), claim_id = NULL
+             WHERE delivery_id = $1 AND claim_id = $2 AND status = 'PENDING'",
         )
         .bind(d.delivery_id)
-        .bind(d.attempt)
+        .bind(d.claim_id)
         .execute(&self.processing.pool)
         .await;
     }
@@ -355,4 +374,27 @@ impl DeliveryRelay {
 enum Failure {
     Transient(String),
     Permanent(String),
+}
+
+/// The delivery's `Wharf-*` headers, the same for every sink. Text with a control character
+/// (CR, LF, NUL, ...; a tab is allowed) cannot be a header value: the delivery fails for
+/// good, naming the header but never quoting the value.
+fn wharf_headers(d: &Claimed) -> Result<[(&'static str, &str); 3], Failure> {
+    let headers = [
+        ("Wharf-Event-Id", d.event_id.as_str()),
+        ("Wharf-Event-Type", d.event_type.as_str()),
+        ("Wharf-Endpoint", d.endpoint_id.as_str()),
+    ];
+    for (name, value) in headers {
+        if value.chars().any(|c| c.is_control() && c != '\t') {
+            return Err(unsendable(name));
+        }
+    }
+    Ok(headers)
+}
+
+fn unsendable(header: &str) -> Failure {
+    Failure::Permanent(format!(
+        "{header} cannot be sent as a header value (it contains control characters)"
+    ))
 }

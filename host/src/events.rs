@@ -132,13 +132,14 @@ pub struct Replayed {
 /// Requeues events for processing with fresh attempts, and their `FAILED` deliveries (all
 /// of their deliveries with `resend`). An event already applied is not applied again: the
 /// worker finds its `processed_events` marker and only re-plans deliveries. Events being
-/// processed right now are left alone.
+/// processed right now are left alone. Attempt counts restart at zero, but claims are never
+/// reused: a worker or relay still holding a claim from before the replay changes nothing.
 pub async fn replay(pool: &PgPool, ids: &[Uuid], resend: bool) -> anyhow::Result<Replayed> {
     let mut tx = pool.begin().await?;
     let events = sqlx::query(
         "UPDATE webhook_inbox
          SET status = 'PENDING', attempt_count = 0, next_attempt_at = now(), lease_until = NULL,
-             last_error = NULL
+             claim_id = NULL, last_error = NULL
          WHERE inbox_id = ANY($1) AND status <> 'PROCESSING'",
     )
     .bind(ids)
@@ -147,7 +148,8 @@ pub async fn replay(pool: &PgPool, ids: &[Uuid], resend: bool) -> anyhow::Result
     .rows_affected();
     let deliveries = sqlx::query(
         "UPDATE deliveries
-         SET status = 'PENDING', attempt_count = 0, next_attempt_at = now(), sent_at = NULL
+         SET status = 'PENDING', attempt_count = 0, next_attempt_at = now(), sent_at = NULL,
+             claim_id = NULL
          WHERE inbox_id = ANY($1) AND (status = 'FAILED' OR ($2 AND status = 'SENT'))",
     )
     .bind(ids)

@@ -3,9 +3,11 @@
 //! stream drops a resend inside its duplicate window, and each waits for the stream's
 //! acknowledgement before the caller marks anything sent.
 
+use std::str::FromStr as _;
 use std::time::Duration;
 
 use async_nats::jetstream;
+use async_nats::{HeaderMap, HeaderName, HeaderValue};
 use bytes::Bytes;
 use tokio::sync::OnceCell;
 
@@ -109,20 +111,14 @@ impl Nats {
     pub async fn publish(
         &self,
         subject: String,
-        msg_id: &str,
-        headers: &[(&str, &str)],
+        headers: HeaderMap,
         payload: Bytes,
         timeout: Duration,
     ) -> anyhow::Result<()> {
         let context = self.context().await?;
-        let mut map = async_nats::HeaderMap::new();
-        map.insert("Nats-Msg-Id", msg_id);
-        for (name, value) in headers {
-            map.insert(*name, *value);
-        }
         let publish = async {
             let ack = context
-                .publish_with_headers(subject, map, payload)
+                .publish_with_headers(subject, headers, payload)
                 .await
                 .map_err(|e| anyhow::anyhow!("publish: {e}"))?;
             ack.await
@@ -133,6 +129,24 @@ impl Nats {
             .map_err(|_| anyhow::anyhow!("no acknowledgement within {timeout:?}"))??;
         Ok(())
     }
+}
+
+/// A header that cannot be sent. Names the header, never quotes the value.
+#[derive(Debug, thiserror::Error)]
+#[error("{0} cannot be sent as a header value (it contains control characters)")]
+pub struct InvalidHeader(pub String);
+
+/// The headers of one message: `Nats-Msg-Id: <msg_id>` and `extra`, built fallibly (the
+/// infallible conversions of async-nats panic on CR or LF).
+pub fn headers(msg_id: &str, extra: &[(&str, &str)]) -> Result<HeaderMap, InvalidHeader> {
+    let mut map = HeaderMap::new();
+    for (name, value) in std::iter::once(("Nats-Msg-Id", msg_id)).chain(extra.iter().copied()) {
+        let invalid = || InvalidHeader(name.to_owned());
+        let header_name = HeaderName::from_str(name).map_err(|_| invalid())?;
+        let header_value = HeaderValue::from_str(value).map_err(|_| invalid())?;
+        map.insert(header_name, header_value);
+    }
+    Ok(map)
 }
 
 /// The topic of one accepted event (the outbox row's `topic`): `<endpoint>.<event type>`,
@@ -192,5 +206,15 @@ mod tests {
         assert_eq!(subject_tokens("a b.*.>"), "a_b._._");
         assert_eq!(subject_tokens(".x."), "_.x._");
         assert!(valid_subject(&subject_tokens("..weird type*")));
+    }
+
+    #[test]
+    fn header_values_that_cannot_be_headers_are_errors_not_panics() {
+        let map = headers("id-1", &[("Wharf-Event-Type", "invoice.paid")]).unwrap();
+        assert_eq!(map.get("Nats-Msg-Id").map(|v| v.as_str()), Some("id-1"));
+        let error = headers("id-1", &[("Wharf-Event-Type", "a\r\nInjected: 1")]).unwrap_err();
+        assert_eq!(error.0, "Wharf-Event-Type");
+        assert!(!error.to_string().contains("Injected"));
+        assert!(headers("a\nb", &[]).is_err());
     }
 }

@@ -112,15 +112,20 @@ impl OutboxRelay {
                 let timeout = std::time::Duration::from_millis(
                     p.config.nats.as_ref().map_or(5000, |n| n.ack_timeout_ms),
                 );
-                let sent = nats
-                    .publish(
-                        nats.accepted_subject(&topic),
-                        &inbox_id.to_string(),
-                        &[],
-                        Bytes::from(notice.to_string()),
-                        timeout,
-                    )
-                    .await;
+                // Only the inbox id goes into a header (provider text is in the JSON body),
+                // so building them cannot fail in practice; it is not allowed to panic either.
+                let sent = match crate::nats::headers(&inbox_id.to_string(), &[]) {
+                    Ok(headers) => {
+                        nats.publish(
+                            nats.accepted_subject(&topic),
+                            headers,
+                            Bytes::from(notice.to_string()),
+                            timeout,
+                        )
+                        .await
+                    }
+                    Err(e) => Err(e.into()),
+                };
                 if let Err(e) = sent {
                     // Keep order: stop at the first failure, mark what went out.
                     failure = Some(e);

@@ -20,8 +20,9 @@ use crate::config::EndpointConfig;
 use crate::failpoint;
 use crate::processing::{MIN_IDLE, Processing, redact_db, wait_for_work};
 
-/// One claimed inbox row; `attempt` (the attempt count after claiming) is the lease token:
-/// every later update of the row requires it unchanged.
+/// One claimed inbox row. `claim_id` is the lease token, fresh for every claim and never
+/// reused (replay and giving a claim back leave it unmatched): every later update of the row
+/// requires it unchanged. `attempt` is the attempt count after claiming, for backoff only.
 #[derive(Debug, Clone)]
 pub struct Claim {
     pub inbox_id: Uuid,
@@ -34,6 +35,7 @@ pub struct Claim {
     pub version: Option<i64>,
     pub payload_ref: Uuid,
     pub attempt: i32,
+    pub claim_id: Uuid,
 }
 
 /// What processing concluded about one event.
@@ -177,6 +179,7 @@ impl Worker {
         let rows = sqlx::query(
             "UPDATE webhook_inbox AS i
              SET status = 'PROCESSING', attempt_count = i.attempt_count + 1,
+                 claim_id = gen_random_uuid(),
                  lease_until = now() + make_interval(secs => $2),
                  next_attempt_at = now() + make_interval(secs => $2)
              FROM (SELECT inbox_id FROM webhook_inbox
@@ -187,7 +190,7 @@ impl Worker {
              WHERE i.inbox_id = due.inbox_id
              RETURNING i.inbox_id, i.provider, i.endpoint_id, i.provider_event_id, i.event_type,
                        i.object_id, i.object_version_kind, i.object_version, i.raw_payload_ref,
-                       i.attempt_count",
+                       i.attempt_count, i.claim_id",
         )
         .bind(i64::from(w.batch_size))
         .bind(w.lease_secs as f64)
@@ -206,6 +209,7 @@ impl Worker {
                 version: r.get(7),
                 payload_ref: r.get(8),
                 attempt: r.get(9),
+                claim_id: r.get(10),
             })
             .collect();
         // UPDATE ... RETURNING has no order; process in version order so a batch holding
@@ -259,16 +263,17 @@ impl Worker {
         let ids: Vec<Uuid> = claims.iter().map(|c| c.inbox_id).collect();
         let mut tx = p.pool.begin().await?;
         // Lock the inbox rows: a worker that took over an expired lease waits here.
-        let held: HashMap<Uuid, (String, i32)> = sqlx::query_as::<_, (Uuid, String, i32)>(
-            "SELECT inbox_id, status, attempt_count FROM webhook_inbox
+        let held: HashMap<Uuid, (String, Option<Uuid>)> =
+            sqlx::query_as::<_, (Uuid, String, Option<Uuid>)>(
+                "SELECT inbox_id, status, claim_id FROM webhook_inbox
              WHERE inbox_id = ANY($1) ORDER BY inbox_id FOR UPDATE",
-        )
-        .bind(&ids)
-        .fetch_all(&mut *tx)
-        .await?
-        .into_iter()
-        .map(|(id, status, attempt)| (id, (status, attempt)))
-        .collect();
+            )
+            .bind(&ids)
+            .fetch_all(&mut *tx)
+            .await?
+            .into_iter()
+            .map(|(id, status, claim_id)| (id, (status, claim_id)))
+            .collect();
         let done: HashMap<Uuid, String> = sqlx::query_as::<_, (Uuid, String)>(
             "SELECT inbox_id, outcome FROM processed_events WHERE inbox_id = ANY($1)",
         )
@@ -280,7 +285,7 @@ impl Worker {
 
         let mut applied = Vec::with_capacity(claims.len());
         for (claim, endpoint) in claims.iter().zip(endpoints) {
-            if held.get(&claim.inbox_id) != Some(&("PROCESSING".to_owned(), claim.attempt)) {
+            if held.get(&claim.inbox_id) != Some(&("PROCESSING".to_owned(), Some(claim.claim_id))) {
                 continue;
             }
             let done = done.get(&claim.inbox_id).map(String::as_str);
@@ -320,11 +325,11 @@ impl Worker {
             "UPDATE webhook_inbox
              SET status = CASE WHEN $3 THEN 'FAILED' ELSE 'PENDING' END,
                  next_attempt_at = now() + make_interval(secs => $4),
-                 lease_until = NULL, last_error = $5
-             WHERE inbox_id = $1 AND status = 'PROCESSING' AND attempt_count = $2",
+                 lease_until = NULL, claim_id = NULL, last_error = $5
+             WHERE inbox_id = $1 AND status = 'PROCESSING' AND claim_id = $2",
         )
         .bind(claim.inbox_id)
-        .bind(claim.attempt)
+        .bind(claim.claim_id)
         .bind(failed)
         .bind(delay.as_secs_f64())
         .bind(&message)
@@ -343,23 +348,24 @@ impl Worker {
         );
     }
 
-    /// Gives back claims not started (on shutdown), as if never taken.
+    /// Gives back claims not started (on shutdown): the attempt is not counted, and the claim
+    /// token is cleared rather than restored, so it can never match a later claim.
     async fn release(&self, claims: Vec<Claim>) {
         if claims.is_empty() {
             return;
         }
         let ids: Vec<Uuid> = claims.iter().map(|c| c.inbox_id).collect();
-        let attempts: Vec<i32> = claims.iter().map(|c| c.attempt).collect();
+        let tokens: Vec<Uuid> = claims.iter().map(|c| c.claim_id).collect();
         let result = sqlx::query(
             "UPDATE webhook_inbox AS i
              SET status = 'PENDING', attempt_count = i.attempt_count - 1,
-                 next_attempt_at = now(), lease_until = NULL
-             FROM unnest($1::uuid[], $2::int[]) AS c(inbox_id, attempt)
+                 next_attempt_at = now(), lease_until = NULL, claim_id = NULL
+             FROM unnest($1::uuid[], $2::uuid[]) AS c(inbox_id, claim_id)
              WHERE i.inbox_id = c.inbox_id AND i.status = 'PROCESSING'
-               AND i.attempt_count = c.attempt",
+               AND i.claim_id = c.claim_id",
         )
         .bind(&ids)
-        .bind(&attempts)
+        .bind(&tokens)
         .execute(&self.processing.pool)
         .await;
         if let Err(e) = result {
@@ -428,7 +434,7 @@ async fn finish(
          ), inbox AS (
              UPDATE webhook_inbox
              SET status = 'PROCESSED', outcome = (SELECT value FROM outcome),
-                 processed_at = now(), lease_until = NULL, next_attempt_at = now(),
+                 processed_at = now(), lease_until = NULL, claim_id = NULL, next_attempt_at = now(),
                  last_error = NULL, deliveries_planned = cardinality($11::uuid[])
              WHERE inbox_id = $9
          )

@@ -242,3 +242,53 @@ async fn a_target_that_never_answers_does_not_hold_up_the_others() {
     app.shutdown().await;
     assert!(stopped.elapsed() < Duration::from_secs(10));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redirects_are_failed_attempts_and_never_followed() {
+    const REDIRECTS: [u16; 5] = [301, 302, 303, 307, 308];
+    let mut receivers = Vec::new();
+    let mut app = app().toml(&worker_toml(2));
+    for status in REDIRECTS {
+        let receiver = Receiver::start(always(status, Duration::ZERO)).await;
+        app = app.toml(&http_route(&receiver.url, "max_attempts = 2"));
+        receivers.push(receiver);
+    }
+    let app = app.spawn().await;
+    let (headers, body) = signed_stripe("evt_redirected");
+    let answer = app.post("stripe", &refs(&headers), body).await;
+    assert_eq!(answer.status, 200);
+    count_becomes(
+        &app.db,
+        "SELECT count(*) FROM deliveries WHERE status = 'FAILED'",
+        REDIRECTS.len() as i64,
+    )
+    .await;
+
+    let id: uuid::Uuid = answer.json["inbox_id"].as_str().unwrap().parse().unwrap();
+    let shown = wharf::events::show(&app.db, id, false)
+        .await
+        .unwrap()
+        .unwrap();
+    for (status, receiver) in REDIRECTS.iter().zip(&receivers) {
+        let delivery = shown["deliveries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["target"] == receiver.url.as_str())
+            .unwrap();
+        assert_eq!(delivery["status"], "FAILED");
+        assert_eq!(delivery["sent_at"], serde_json::Value::Null);
+        assert_eq!(delivery["attempt_count"], 2, "retried like any failure");
+        assert_eq!(
+            delivery["last_error"],
+            format!("answered HTTP {status} (redirects are not followed)")
+        );
+        assert_eq!(receiver.received().len(), 2);
+        assert_eq!(
+            receiver.landed(),
+            0,
+            "the redirect to /landing was followed"
+        );
+    }
+    app.shutdown().await;
+}

@@ -6,8 +6,10 @@ mod common;
 mod support;
 
 mod backlog;
+mod claims;
 mod crash;
 mod failures;
+mod headers;
 mod leases;
 mod nats;
 mod once;

@@ -3,15 +3,18 @@
 
 #![allow(dead_code)]
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
-use axum::routing::post;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::{any, post};
 use sqlx::PgPool;
+use tokio::sync::Notify;
 
 use crate::common::{STRIPE_SECRET, now, stripe_header};
 
@@ -43,9 +46,16 @@ impl Behaviour {
 struct ReceiverState {
     received: Arc<Mutex<Vec<Received>>>,
     behaviour: Arc<Mutex<Behaviour>>,
+    /// Requests to `/events` that arrived, answered or not.
+    arrived: Arc<AtomicUsize>,
+    /// Requests (by arrival number, from 0) that wait for their `Notify` before answering.
+    holds: Arc<Mutex<HashMap<usize, Arc<Notify>>>>,
+    /// Requests to `/landing`, where every 3xx answer of `/events` points.
+    landed: Arc<AtomicUsize>,
 }
 
-/// An HTTP server on port 0 that records every delivery.
+/// An HTTP server on port 0 that records every delivery. A 3xx answer redirects to
+/// `/landing`, which answers 200 to any method and counts what reaches it.
 pub struct Receiver {
     pub url: String,
     state: ReceiverState,
@@ -57,9 +67,13 @@ impl Receiver {
         let state = ReceiverState {
             received: Arc::default(),
             behaviour: Arc::new(Mutex::new(behaviour)),
+            arrived: Arc::default(),
+            holds: Arc::default(),
+            landed: Arc::default(),
         };
         let app = axum::Router::new()
             .route("/events", post(receive))
+            .route("/landing", any(land))
             .with_state(state.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr: SocketAddr = listener.local_addr().unwrap();
@@ -80,6 +94,28 @@ impl Receiver {
     pub fn set(&self, behaviour: Behaviour) {
         *self.state.behaviour.lock().unwrap() = behaviour;
     }
+
+    /// Requests to `/events` so far, including ones not answered yet.
+    pub fn arrived(&self) -> usize {
+        self.state.arrived.load(Ordering::SeqCst)
+    }
+
+    /// Requests that reached the redirect target `/landing`.
+    pub fn landed(&self) -> usize {
+        self.state.landed.load(Ordering::SeqCst)
+    }
+
+    /// Request number `n` (counting from 0) waits, after arriving, until the returned
+    /// `Notify` is notified; then it answers as the behaviour says.
+    pub fn hold(&self, n: usize) -> Arc<Notify> {
+        let gate = Arc::new(Notify::new());
+        self.state
+            .holds
+            .lock()
+            .unwrap()
+            .insert(n, Arc::clone(&gate));
+        gate
+    }
 }
 
 impl Drop for Receiver {
@@ -92,7 +128,12 @@ async fn receive(
     State(state): State<ReceiverState>,
     headers: HeaderMap,
     body: axum::body::Bytes,
-) -> StatusCode {
+) -> axum::response::Response {
+    let n = state.arrived.fetch_add(1, Ordering::SeqCst);
+    let gate = state.holds.lock().unwrap().get(&n).cloned();
+    if let Some(gate) = gate {
+        gate.notified().await;
+    }
     let (status, delay) = {
         let mut b = state.behaviour.lock().unwrap();
         let then = b.then;
@@ -112,7 +153,17 @@ async fn receive(
         event_id: header("wharf-event-id"),
         body: body.to_vec(),
     });
-    StatusCode::from_u16(status).unwrap()
+    let status = StatusCode::from_u16(status).unwrap();
+    if status.is_redirection() {
+        (status, [(header::LOCATION, "/landing")]).into_response()
+    } else {
+        status.into_response()
+    }
+}
+
+async fn land(State(state): State<ReceiverState>) -> StatusCode {
+    state.landed.fetch_add(1, Ordering::SeqCst);
+    StatusCode::OK
 }
 
 /// A Stripe event about one object, created at `created` (the version Stripe's adapter

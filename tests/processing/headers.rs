@@ -1,0 +1,75 @@
+//! Event ids and types that cannot be header values (stored by older versions, which accepted
+//! any text): their deliveries fail for good at once, on every sink, instead of panicking
+//! and being retaken after every lease.
+
+use std::sync::Arc;
+
+use wharf::deliveries::{DeliveryRelay, Lane};
+use wharf::worker::Worker;
+
+use crate::common::*;
+use crate::support::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deliveries_whose_headers_cannot_be_built_fail_without_a_panic() {
+    let scope = NatsScope::new();
+    let subject = format!("{}.deliveries", scope.prefix.trim_end_matches(".accepted"));
+    let receiver = Receiver::start(Behaviour::ok()).await;
+    let nats_route = format!(
+        "[[route]]\nendpoint = \"*\"\nevents = [\"*\"]\nsink = \"nats\"\nsubject = \"{subject}\"\n"
+    );
+    let app = app()
+        .toml(&worker_toml(0))
+        .toml(&scope.toml())
+        .toml(&http_route(&receiver.url, ""))
+        .toml(&nats_route)
+        .spawn()
+        .await;
+    let (headers, body) = signed_stripe("evt_crlf");
+    let answer = app.post("stripe", &refs(&headers), body).await;
+    assert_eq!(answer.status, 200);
+    let inbox_id: uuid::Uuid = answer.json["inbox_id"].as_str().unwrap().parse().unwrap();
+    // As an earlier version could have stored it.
+    sqlx::query(
+        "UPDATE webhook_inbox SET event_type = event_type || E'\\r\\nInjected: 1',
+                                  provider_event_id = E'evt_crlf\\r\\nInjected: 1'",
+    )
+    .execute(&app.db)
+    .await
+    .unwrap();
+
+    let processing = Arc::clone(&app.server.as_ref().unwrap().processing);
+    assert_eq!(
+        Worker::new(Arc::clone(&processing))
+            .try_execute()
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(app.count("deliveries").await, 2);
+    let relay = DeliveryRelay::new(processing, Lane::All);
+    assert_eq!(relay.try_execute().await.unwrap(), 2);
+    assert_eq!(
+        relay.try_execute().await.unwrap(),
+        0,
+        "nothing left to retake"
+    );
+
+    let shown = wharf::events::show(&app.db, inbox_id, false)
+        .await
+        .unwrap()
+        .unwrap();
+    let deliveries = shown["deliveries"].as_array().unwrap();
+    assert_eq!(deliveries.len(), 2);
+    for d in deliveries {
+        assert_eq!(d["status"], "FAILED", "{d}");
+        assert_eq!(d["attempt_count"], 1, "not retried: {d}");
+        assert_eq!(
+            d["last_error"],
+            "Wharf-Event-Id cannot be sent as a header value (it contains control characters)"
+        );
+    }
+    assert_eq!(receiver.arrived(), 0);
+    app.shutdown().await;
+    scope.cleanup().await;
+}
