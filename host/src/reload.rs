@@ -48,8 +48,8 @@ const MAX_ERROR_BYTES: usize = 1024;
 pub struct FileStatus {
     /// The file's name inside the adapters folder.
     pub file: String,
-    /// `serving` (a version of this file serves), `refused` (nothing from it serves) or
-    /// `removed`.
+    /// `serving` (a version of this file serves), `refused` (nothing from it serves: it
+    /// failed vetting, or an earlier file in name order serves its adapter name) or `removed`.
     pub state: String,
     pub adapter: Option<String>,
     /// The version serving from this file, if any.
@@ -324,9 +324,15 @@ impl Reloader {
                 let duplicate = format!("adapter name {name:?} is already served by {winner}");
                 status.last_error = Some(match refusal {
                     Some(e) => bounded(format!("{duplicate}; its newest bytes were refused: {e}")),
-                    None => duplicate,
+                    None => duplicate.clone(),
                 });
-                if before != (status.state.clone(), None, status.last_error.clone()) {
+                // Once per takeover, not again when only its newest bytes change.
+                let already = before.0 == "refused"
+                    && before
+                        .2
+                        .as_deref()
+                        .is_some_and(|e| e.starts_with(&duplicate));
+                if !already {
                     tracing::error!(file = %file, adapter = %name, served_by = %winner,
                         "adapter file refused: its adapter name is already served by another file");
                     metrics.adapter_reload(&name, "failed");
