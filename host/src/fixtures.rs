@@ -13,7 +13,16 @@
 //!
 //! `wharf adapter test` and hot reload both use `run_dir`; a failing case prints the expected
 //! and actual outcome as a line diff.
+//!
+//! Whoever can drop files into the adapters folder must not be able to read anything else
+//! through a fixture: a `body` symlinked to the secrets file would hand secret values to the
+//! adapter, which could echo them into the diff, the status table and the logs. So the
+//! fixtures folder, its case folders and their files must be plain folders and files, not
+//! symlinks, and every file opened must lie under the fixtures folder. Sizes are capped
+//! ([`MAX_BODY_BYTES`], [`MAX_TOML_BYTES`]) and so is the diff ([`MAX_DIFF_LINES`]).
 
+use std::io::Read as _;
+use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -29,6 +38,19 @@ use crate::wasm::LoadedAdapter;
 
 /// The secret set's name inside a fixture; endpoints in fixtures always use it.
 const FIXTURE_SET: &str = "fixture";
+/// Largest `body`: twice the host's default body limit (1 MiB), so a fixture can hold any
+/// body the host would accept by default, and then some.
+pub const MAX_BODY_BYTES: u64 = 2 << 20;
+/// Largest `request.toml` or `expected.toml`.
+pub const MAX_TOML_BYTES: u64 = 64 << 10;
+/// Lines of each outcome fed to the line diff (quadratic in memory); longer outcomes that
+/// differ are shown as short excerpts instead.
+pub const MAX_DIFF_LINES: usize = 200;
+/// Bytes of each outcome fed to the line diff, for the same reason.
+pub const MAX_DIFF_BYTES: usize = 16 << 10;
+/// Excerpt lines shown per side when an outcome is too long to diff, and their longest.
+const EXCERPT_LINES: usize = 10;
+const EXCERPT_LINE_CHARS: usize = 200;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -161,25 +183,67 @@ impl Report {
     }
 }
 
-/// The case folders inside `dir` (folders holding a `request.toml`), sorted.
-pub fn cases(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+/// One entry of a fixtures folder that looks like a case.
+enum Case {
+    /// A plain folder holding a `request.toml`.
+    Folder(PathBuf),
+    /// A symlink where a case folder would be: refused, never followed.
+    Symlink(PathBuf),
+}
+
+impl Case {
+    fn path(&self) -> &Path {
+        match self {
+            Case::Folder(p) | Case::Symlink(p) => p,
+        }
+    }
+}
+
+/// The fixtures folder itself, resolved: it must exist and not be a symlink (the path leading
+/// to it may pass through symlinks; what lies inside must not).
+fn fixtures_root(dir: &Path) -> anyhow::Result<PathBuf> {
+    let meta = std::fs::symlink_metadata(dir)
+        .map_err(|e| anyhow::anyhow!("fixtures folder {}: {e}", dir.display()))?;
+    anyhow::ensure!(
+        !meta.file_type().is_symlink(),
+        "fixtures folder {} is a symlink; fixtures must be plain folders and files",
+        dir.display()
+    );
+    anyhow::ensure!(
+        meta.is_dir(),
+        "fixtures folder {} is not a folder",
+        dir.display()
+    );
+    std::fs::canonicalize(dir)
+        .map_err(|e| anyhow::anyhow!("fixtures folder {}: {e}", dir.display()))
+}
+
+/// The case folders inside `dir` (folders holding a `request.toml`, and any symlink, which
+/// is refused when run), sorted.
+fn cases(dir: &Path) -> anyhow::Result<Vec<Case>> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir(dir)
         .map_err(|e| anyhow::anyhow!("fixtures folder {}: {e}", dir.display()))?
     {
-        let path = entry?.path();
-        if path.join("request.toml").is_file() {
-            found.push(path);
+        let entry = entry?;
+        let path = entry.path();
+        // The entry's own type: a symlink is not followed to see what it points at.
+        let kind = entry.file_type()?;
+        if kind.is_symlink() {
+            found.push(Case::Symlink(path));
+        } else if kind.is_dir() && std::fs::symlink_metadata(path.join("request.toml")).is_ok() {
+            found.push(Case::Folder(path));
         }
     }
-    found.sort();
+    found.sort_by(|a, b| a.path().cmp(b.path()));
     Ok(found)
 }
 
 /// Runs every case in `dir` against `adapter`. An empty folder is an error: it is far more
 /// likely a wrong path than an adapter with nothing to test.
 pub async fn run_dir(adapter: &Arc<LoadedAdapter>, dir: &Path) -> anyhow::Result<Report> {
-    let cases = cases(dir)?;
+    let root = fixtures_root(dir)?;
+    let cases = cases(&root)?;
     anyhow::ensure!(
         !cases.is_empty(),
         "no fixtures in {} (expected folders with request.toml, body, expected.toml)",
@@ -188,21 +252,70 @@ pub async fn run_dir(adapter: &Arc<LoadedAdapter>, dir: &Path) -> anyhow::Result
     let mut report = Report::default();
     for case in cases {
         let name = case
+            .path()
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let failure = match run_case(adapter, &case).await {
-            Ok(ran) if ran.expected == ran.actual => None,
-            Ok(ran) => Some(match ran.cause {
-                // Why the host rejected it: what an author needs to fix the adapter.
-                Some(cause) => format!("{}cause: {cause}", diff(&ran.expected, &ran.actual)),
-                None => diff(&ran.expected, &ran.actual),
-            }),
-            Err(e) => Some(format!("cannot run: {e:#}")),
+        let failure = match case {
+            Case::Symlink(_) => Some(
+                "cannot run: the case folder is a symlink; fixtures must be plain folders and files"
+                    .into(),
+            ),
+            Case::Folder(case) => match run_case_in(adapter, &root, &case).await {
+                Ok(ran) if ran.expected == ran.actual => None,
+                Ok(ran) => Some(match ran.cause {
+                    // Why the host rejected it: what an author needs to fix the adapter.
+                    Some(cause) => format!("{}cause: {cause}", diff(&ran.expected, &ran.actual)),
+                    None => diff(&ran.expected, &ran.actual),
+                }),
+                Err(e) => Some(format!("cannot run: {e:#}")),
+            },
         };
         report.cases.push(CaseResult { name, failure });
     }
     Ok(report)
+}
+
+/// Reads one file of a case: a plain file (never through a symlink) lying under `root`, of at
+/// most `max` bytes. Errors name the file and the rule, never its content.
+fn read_fixture_file(root: &Path, case: &Path, file: &str, max: u64) -> anyhow::Result<Vec<u8>> {
+    let path = case.join(file);
+    let fail = |why: String| anyhow::anyhow!("{file}: {why}");
+    let meta = std::fs::symlink_metadata(&path).map_err(|e| fail(e.to_string()))?;
+    if meta.file_type().is_symlink() {
+        return Err(fail("is a symlink; fixtures must be plain files".into()));
+    }
+    // O_NOFOLLOW: a symlink swapped in since the check above fails to open instead;
+    // O_NONBLOCK: a FIFO named `body` cannot hang the reloader on open.
+    let mut opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(&path)
+        .map_err(|e| fail(e.to_string()))?;
+    let meta = opened.metadata().map_err(|e| fail(e.to_string()))?;
+    if !meta.is_file() {
+        return Err(fail("is not a plain file".into()));
+    }
+    if meta.len() > max {
+        return Err(fail(format!("larger than the {max}-byte limit")));
+    }
+    // The folders on the way may have been swapped for symlinks since they were listed: the
+    // file opened must be the one at that path once resolved, inside the fixtures folder.
+    let resolved = std::fs::canonicalize(&path).map_err(|e| fail(e.to_string()))?;
+    let same =
+        std::fs::metadata(&resolved).is_ok_and(|m| (m.dev(), m.ino()) == (meta.dev(), meta.ino()));
+    if !resolved.starts_with(root) || !same {
+        return Err(fail("lies outside the fixtures folder".into()));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    (&mut opened)
+        .take(max + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| fail(e.to_string()))?;
+    if bytes.len() as u64 > max {
+        return Err(fail(format!("larger than the {max}-byte limit")));
+    }
+    Ok(bytes)
 }
 
 /// One case, run.
@@ -213,15 +326,29 @@ pub struct Ran {
     pub cause: Option<String>,
 }
 
-/// Runs one case.
+/// Runs one case folder (its parent is taken as the fixtures folder).
 pub async fn run_case(adapter: &Arc<LoadedAdapter>, case: &Path) -> anyhow::Result<Ran> {
-    let read =
-        |file: &str| std::fs::read(case.join(file)).map_err(|e| anyhow::anyhow!("{file}: {e}"));
-    let request: RequestFile = toml::from_str(&String::from_utf8(read("request.toml")?)?)
+    let root = fixtures_root(case.parent().unwrap_or(Path::new(".")))?;
+    let name = case
+        .file_name()
+        .ok_or_else(|| anyhow::anyhow!("{} is not a case folder", case.display()))?;
+    run_case_in(adapter, &root, &root.join(name)).await
+}
+
+async fn run_case_in(
+    adapter: &Arc<LoadedAdapter>,
+    root: &Path,
+    case: &Path,
+) -> anyhow::Result<Ran> {
+    let toml_text = |file: &str| {
+        String::from_utf8(read_fixture_file(root, case, file, MAX_TOML_BYTES)?)
+            .map_err(|_| anyhow::anyhow!("{file}: not UTF-8"))
+    };
+    let request: RequestFile = toml::from_str(&toml_text("request.toml")?)
         .map_err(|e| anyhow::anyhow!("request.toml: {}", e.message()))?;
-    let expected: Expected = toml::from_str(&String::from_utf8(read("expected.toml")?)?)
+    let expected: Expected = toml::from_str(&toml_text("expected.toml")?)
         .map_err(|e| anyhow::anyhow!("expected.toml: {}", e.message()))?;
-    let body = Bytes::from(read("body")?);
+    let body = Bytes::from(read_fixture_file(root, case, "body", MAX_BODY_BYTES)?);
 
     let mut headers = http::HeaderMap::new();
     for (name, value) in &request.headers {
@@ -332,11 +459,16 @@ fn outcome_of(result: Result<Verified, crate::ingest::IngestError>) -> Expected 
 }
 
 /// Both outcomes as `expected.toml` text, line by line: `-` expected only, `+` actual only.
+/// Past [`MAX_DIFF_LINES`] or [`MAX_DIFF_BYTES`] on either side, the first lines of each instead (the line diff
+/// needs memory in the product of the two lengths).
 pub fn diff(expected: &Expected, actual: &Expected) -> String {
     let render = |e: &Expected| toml::to_string(e).unwrap_or_else(|e| format!("<{e}>"));
     let (a, b) = (render(expected), render(actual));
+    let too_long = a.len().max(b.len()) > MAX_DIFF_BYTES;
     let (a, b): (Vec<&str>, Vec<&str>) = (a.lines().collect(), b.lines().collect());
-    // Longest common subsequence: outcomes are a few dozen lines at most.
+    if too_long || a.len() > MAX_DIFF_LINES || b.len() > MAX_DIFF_LINES {
+        return excerpts(&a, &b);
+    }
     let mut lcs = vec![vec![0usize; b.len() + 1]; a.len() + 1];
     for i in (0..a.len()).rev() {
         for j in (0..b.len()).rev() {
@@ -364,6 +496,30 @@ pub fn diff(expected: &Expected, actual: &Expected) -> String {
     out
 }
 
+/// The start of each outcome, each line shortened, for outcomes too long to diff.
+fn excerpts(a: &[&str], b: &[&str]) -> String {
+    let mut out = format!(
+        "expected.toml and the actual outcome differ ({} and {} lines, too long to diff; \
+         the first {EXCERPT_LINES} of each follow)\n",
+        a.len(),
+        b.len()
+    );
+    for (mark, lines) in [("-", a), ("+", b)] {
+        for line in lines.iter().take(EXCERPT_LINES) {
+            let short: String = line.chars().take(EXCERPT_LINE_CHARS).collect();
+            let cut = if short.len() < line.len() { "…" } else { "" };
+            out.push_str(&format!("{mark} {short}{cut}\n"));
+        }
+        if lines.len() > EXCERPT_LINES {
+            out.push_str(&format!(
+                "{mark} … {} more lines\n",
+                lines.len() - EXCERPT_LINES
+            ));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -385,5 +541,32 @@ mod tests {
         assert!(d.contains("- code = \"invalid_signature\""), "{d}");
         assert!(d.contains("+ code = \"stale_timestamp\""), "{d}");
         assert!(d.contains("  outcome = \"rejected\""), "{d}");
+    }
+
+    #[test]
+    fn long_outcomes_are_excerpted_not_diffed() {
+        let event = |n: usize| ExpectedEvent {
+            event_id: format!("evt_{n}"),
+            event_type: "t".into(),
+            object_id: None,
+            sequence: None,
+            version_created_at: None,
+            created_at: None,
+        };
+        let expected = Expected {
+            outcome: "accepted".into(),
+            code: None,
+            secret_version: Some("v".into()),
+            event: (0..300).map(event).collect(),
+            handshake: None,
+        };
+        let actual = Expected {
+            event: (1..301).map(event).collect(),
+            ..expected.clone()
+        };
+        let d = diff(&expected, &actual);
+        assert!(d.contains("too long to diff"), "{d}");
+        assert!(d.lines().count() < 3 * EXCERPT_LINES, "{d}");
+        assert!(d.contains("- outcome = \"accepted\""), "{d}");
     }
 }

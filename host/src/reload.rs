@@ -12,6 +12,14 @@
 //! `wharf_adapter_reloads_total{adapter,result}` metric, and `/admin/adapters`
 //! (`wharf adapter status`). A removed file unregisters its adapter (503 `adapter_unavailable`
 //! until it returns).
+//!
+//! Two files may describe the same adapter name. Which one serves depends only on the files
+//! present, never on the order they arrived: among the files whose latest good version
+//! describes a name, the first in file-name order serves it, and every other one is refused
+//! ("adapter name X is already served by FILE") while keeping its vetted version, so it takes
+//! over at once when the earlier file goes or changes its name.
+
+use std::collections::{BTreeMap, HashMap};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -29,7 +37,8 @@ use crate::wasm::{AdapterSet, LoadedAdapter, Sandbox};
 const DEBOUNCE: Duration = Duration::from_millis(200);
 /// Longest a stream of events may postpone a pass.
 const MAX_DEBOUNCE: Duration = Duration::from_secs(2);
-/// A pass even without events (network filesystems, some container mounts).
+/// A pass even without events (network filesystems, some container mounts);
+/// `WHARF_WATCH_POLL_MS` overrides it.
 const POLL_INTERVAL: Duration = Duration::from_secs(5);
 /// Longest error kept in the status table.
 const MAX_ERROR_BYTES: usize = 1024;
@@ -39,8 +48,8 @@ const MAX_ERROR_BYTES: usize = 1024;
 pub struct FileStatus {
     /// The file's name inside the adapters folder.
     pub file: String,
-    /// `serving` (a version of this file serves), `refused` (nothing from it serves) or
-    /// `removed`.
+    /// `serving` (a version of this file serves), `refused` (nothing from it serves: it
+    /// failed vetting, or an earlier file in name order serves its adapter name) or `removed`.
     pub state: String,
     pub adapter: Option<String>,
     /// The version serving from this file, if any.
@@ -71,44 +80,59 @@ enum Change {
     },
 }
 
+/// The last version of a file that passed every check, serving or not.
+struct Vetted {
+    adapter: Arc<LoadedAdapter>,
+    fixtures_passed: Option<usize>,
+    loaded_at: String,
+}
+
+/// What the reloader remembers of a file present in the folder.
+#[derive(Default)]
+struct FileRecord {
+    vetted: Option<Vetted>,
+    /// Why the newest bytes were refused, if they were.
+    refusal: Option<String>,
+}
+
 /// Loads the adapters folder once, then keeps it in sync.
 pub struct Reloader {
     sandbox: Arc<Sandbox>,
     dir: PathBuf,
+    /// By file name. Kept here rather than in the adapter set because a file refused for a
+    /// duplicate name holds a good version that serves nothing (yet).
+    records: std::sync::Mutex<BTreeMap<String, FileRecord>>,
 }
 
 impl Reloader {
     pub fn new(sandbox: Arc<Sandbox>, dir: PathBuf) -> Self {
-        Self { sandbox, dir }
+        Self {
+            sandbox,
+            dir,
+            records: Default::default(),
+        }
     }
 
-    /// The first pass, at start: every valid file serves, every invalid one is reported.
+    /// The first pass, at start: every valid file serves (the first in name order, for a
+    /// name several files describe), every invalid one is reported.
     pub async fn initial(&self, metrics: &Metrics) -> anyhow::Result<AdapterSet> {
         anyhow::ensure!(
             self.dir.is_dir(),
             "adapters dir {} is not a folder",
             self.dir.display()
         );
-        let mut set = AdapterSet::default();
-        for change in self.changes(&set).await {
-            report(&change, metrics);
-            apply(&mut set, &change, &self.dir);
-        }
-        Ok(set)
+        let current = AdapterSet::default();
+        let changes = self.changes(&current).await;
+        Ok(self.settle(&current, &changes, metrics))
     }
 
-    /// One pass against the live set.
+    /// One pass against the live set. Only this reloader writes the set, one pass at a
+    /// time, so the new set is built whole and swapped in.
     pub async fn sync(&self, ingest: &Ingest) {
-        let changes = self.changes(&ingest.adapters()).await;
-        for change in &changes {
-            report(change, ingest.metrics());
-        }
+        let current = ingest.adapters();
+        let changes = self.changes(&current).await;
         if !changes.is_empty() {
-            ingest.update_adapters(|set| {
-                for change in &changes {
-                    apply(set, change, &self.dir);
-                }
-            });
+            ingest.replace_adapters(self.settle(&current, &changes, ingest.metrics()));
         }
     }
 
@@ -119,20 +143,23 @@ impl Reloader {
         cancel: CancellationToken,
     ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
         let mut watch = crate::watch::watch_folder(&self.dir)?;
+        let poll = crate::watch::poll_interval(POLL_INTERVAL);
         Ok(tokio::spawn(async move {
             loop {
                 tokio::select! {
                     _ = cancel.cancelled() => break,
-                    Some(()) = watch.changes.recv() => {
+                    () = watch.changed() => {
                         // Wait for a quiet spell (a copy or an editor's save is many events),
                         // but not forever if something keeps writing.
                         let give_up = tokio::time::Instant::now() + MAX_DEBOUNCE;
                         while tokio::time::Instant::now() < give_up
-                            && let Ok(Some(())) = tokio::time::timeout(DEBOUNCE, watch.changes.recv()).await
+                            && tokio::time::timeout(DEBOUNCE, watch.changed()).await.is_ok()
                         {}
                     }
-                    _ = tokio::time::sleep(POLL_INTERVAL) => {}
+                    _ = tokio::time::sleep(poll) => {}
                 }
+                // The pass below reads everything signalled so far.
+                watch.clear();
                 tokio::select! {
                     _ = cancel.cancelled() => break,
                     _ = self.sync(&ingest) => {}
@@ -170,9 +197,9 @@ impl Reloader {
             let sha256 = hex::encode(Sha256::digest(&bytes));
             let known = current.files().get(&file);
             if known.and_then(|s| s.last_attempt_sha256.as_deref()) == Some(sha256.as_str()) {
-                continue; // Already serving, or already refused: same bytes, same verdict.
+                continue; // Already vetted, good or bad: same bytes, same verdict.
             }
-            changes.push(match self.vet(bytes, &path, current).await {
+            changes.push(match self.vet(bytes, &path).await {
                 Ok((adapter, fixtures_passed)) => Change::Loaded {
                     file,
                     adapter,
@@ -193,25 +220,17 @@ impl Reloader {
         changes
     }
 
-    /// Every check a file must pass before it may serve.
+    /// Every check a file must pass before it may serve (a name another file holds is
+    /// decided later, over the whole folder).
     async fn vet(
         &self,
         bytes: Vec<u8>,
         path: &Path,
-        current: &AdapterSet,
     ) -> anyhow::Result<(Arc<LoadedAdapter>, Option<usize>)> {
         let adapter = Arc::new(self.sandbox.load_bytes(bytes, path).await?);
-        if let Some(other) = current.get(&adapter.info.name)
-            && other.path != path
-        {
-            anyhow::bail!(
-                "adapter name {:?} is already served from {}",
-                adapter.info.name,
-                file_name(&other.path)
-            );
-        }
         let fixtures = fixtures_dir(path);
-        let passed = if fixtures.is_dir() {
+        // Present in any form (a symlink too, which `run_dir` refuses).
+        let passed = if std::fs::symlink_metadata(&fixtures).is_ok() {
             let report = crate::fixtures::run_dir(&adapter, &fixtures).await?;
             anyhow::ensure!(report.failed() == 0, "{}", report.summary());
             Some(report.passed())
@@ -220,6 +239,133 @@ impl Reloader {
         };
         Ok((adapter, passed))
     }
+
+    /// Records `changes`, then decides the whole folder afresh: which file serves each name,
+    /// and every file's status. Logs and counts what changed.
+    fn settle(&self, current: &AdapterSet, changes: &[Change], metrics: &Metrics) -> AdapterSet {
+        let mut records = self.records.lock().expect("not poisoned");
+        let mut files = current.files().clone();
+        let now = now_rfc3339();
+        for change in changes {
+            report(change, metrics);
+            match change {
+                Change::Loaded {
+                    file,
+                    adapter,
+                    fixtures_passed,
+                } => {
+                    *records.entry(file.clone()).or_default() = FileRecord {
+                        vetted: Some(Vetted {
+                            adapter: Arc::clone(adapter),
+                            fixtures_passed: *fixtures_passed,
+                            loaded_at: now.clone(),
+                        }),
+                        refusal: None,
+                    };
+                    let status = files.entry(file.clone()).or_default();
+                    status.state = String::new(); // Decided below.
+                    status.last_attempt_sha256 = Some(adapter.sha256.clone());
+                    status.last_attempt_at = Some(now.clone());
+                }
+                Change::Failed {
+                    file,
+                    sha256,
+                    error,
+                } => {
+                    records.entry(file.clone()).or_default().refusal = Some(error.clone());
+                    let status = files.entry(file.clone()).or_default();
+                    if status.state == "removed" {
+                        status.state = String::new();
+                    }
+                    status.last_attempt_sha256 = Some(sha256.clone());
+                    status.last_attempt_at = Some(now.clone());
+                }
+                Change::Removed { file } => {
+                    records.remove(file);
+                    let status = files.entry(file.clone()).or_default();
+                    status.state = "removed".into();
+                    status.version = None;
+                    status.sha256 = None;
+                    status.last_error = None;
+                    status.last_attempt_sha256 = None;
+                    status.last_attempt_at = Some(now.clone());
+                }
+            }
+        }
+
+        let mut next = AdapterSet::default();
+        // Adapter name → the file serving it: the first in file-name order (the map's order).
+        let mut served_by: HashMap<String, String> = HashMap::new();
+        for (file, status) in &mut files {
+            status.file = file.clone();
+            if status.state == "removed" {
+                continue;
+            }
+            let before = (
+                status.state.clone(),
+                status.sha256.clone(),
+                status.last_error.clone(),
+            );
+            let record = records.get(file);
+            let refusal = record.and_then(|r| r.refusal.clone());
+            let Some(vetted) = record.and_then(|r| r.vetted.as_ref()) else {
+                // Nothing from this file ever passed: nothing serves from it.
+                clear_serving(status);
+                status.state = "refused".into();
+                status.last_error = refusal;
+                continue;
+            };
+            let adapter = &vetted.adapter;
+            let name = adapter.info.name.clone();
+            status.adapter = Some(name.clone());
+            if let Some(winner) = served_by.get(&name) {
+                clear_serving(status);
+                status.state = "refused".into();
+                let duplicate = format!("adapter name {name:?} is already served by {winner}");
+                status.last_error = Some(match refusal {
+                    Some(e) => bounded(format!("{duplicate}; its newest bytes were refused: {e}")),
+                    None => duplicate.clone(),
+                });
+                // Once per takeover, not again when only its newest bytes change.
+                let already = before.0 == "refused"
+                    && before
+                        .2
+                        .as_deref()
+                        .is_some_and(|e| e.starts_with(&duplicate));
+                if !already {
+                    tracing::error!(file = %file, adapter = %name, served_by = %winner,
+                        "adapter file refused: its adapter name is already served by another file");
+                    metrics.adapter_reload(&name, "failed");
+                }
+                continue;
+            }
+            served_by.insert(name.clone(), file.clone());
+            next.insert(Arc::clone(adapter));
+            status.state = "serving".into();
+            status.version = Some(adapter.info.version.clone());
+            status.sha256 = Some(adapter.sha256.clone());
+            status.loaded_at = Some(vetted.loaded_at.clone());
+            status.fixtures_passed = vetted.fixtures_passed;
+            status.last_error = refusal;
+            if (before.0.as_str(), before.1.as_ref()) != ("serving", status.sha256.as_ref()) {
+                tracing::info!(adapter = %name, version = %adapter.info.version, file = %file,
+                    sha256 = %adapter.sha256, fixtures_passed = ?vetted.fixtures_passed,
+                    "adapter loaded");
+                metrics.adapter_reload(&name, "loaded");
+            }
+        }
+        for status in files.into_values() {
+            next.set_file(status);
+        }
+        next
+    }
+}
+
+fn clear_serving(status: &mut FileStatus) {
+    status.version = None;
+    status.sha256 = None;
+    status.loaded_at = None;
+    status.fixtures_passed = None;
 }
 
 /// Fixtures shipped beside a component: `stripe.wasm` → `stripe.fixtures/`.
@@ -251,18 +397,11 @@ fn now_rfc3339() -> String {
         .unwrap_or_default()
 }
 
+/// Logs and counts a vetting verdict; a good version is reported once it is known whether it
+/// serves (`settle`).
 fn report(change: &Change, metrics: &Metrics) {
     match change {
-        Change::Loaded {
-            file,
-            adapter,
-            fixtures_passed,
-        } => {
-            tracing::info!(adapter = %adapter.info.name, version = %adapter.info.version,
-                file = %file, sha256 = %adapter.sha256, fixtures_passed = ?fixtures_passed,
-                "adapter loaded");
-            metrics.adapter_reload(&adapter.info.name, "loaded");
-        }
+        Change::Loaded { .. } => {}
         Change::Failed { file, error, .. } => {
             tracing::error!(file = %file, error = %error,
                 "adapter file refused; the previous version, if any, keeps serving");
@@ -272,79 +411,6 @@ fn report(change: &Change, metrics: &Metrics) {
             tracing::warn!(file = %file,
                 "adapter file removed; its endpoints answer 503 adapter_unavailable");
             metrics.adapter_reload(file.trim_end_matches(".wasm"), "removed");
-        }
-    }
-}
-
-fn apply(set: &mut AdapterSet, change: &Change, dir: &Path) {
-    let serves_from = |set: &AdapterSet, name: &str, file: &str| {
-        set.get(name).is_some_and(|a| a.path == dir.join(file))
-    };
-    match change {
-        Change::Loaded {
-            file,
-            adapter,
-            fixtures_passed,
-        } => {
-            // The file used to describe another name: that name is no longer served.
-            if let Some(old) = set.files().get(file).and_then(|s| s.adapter.clone())
-                && old != adapter.info.name
-                && serves_from(set, &old, file)
-            {
-                set.remove(&old);
-            }
-            set.insert(Arc::clone(adapter));
-            let now = now_rfc3339();
-            set.set_file(FileStatus {
-                file: file.clone(),
-                state: "serving".into(),
-                adapter: Some(adapter.info.name.clone()),
-                version: Some(adapter.info.version.clone()),
-                sha256: Some(adapter.sha256.clone()),
-                loaded_at: Some(now.clone()),
-                fixtures_passed: *fixtures_passed,
-                last_error: None,
-                last_attempt_sha256: Some(adapter.sha256.clone()),
-                last_attempt_at: Some(now),
-            });
-        }
-        Change::Failed {
-            file,
-            sha256,
-            error,
-        } => {
-            let mut status = set.files().get(file).cloned().unwrap_or_default();
-            let serving = status
-                .adapter
-                .as_deref()
-                .is_some_and(|name| serves_from(set, name, file));
-            if !serving {
-                status.version = None;
-                status.sha256 = None;
-                status.loaded_at = None;
-                status.fixtures_passed = None;
-            }
-            status.file = file.clone();
-            status.state = if serving { "serving" } else { "refused" }.into();
-            status.last_error = Some(error.clone());
-            status.last_attempt_sha256 = Some(sha256.clone());
-            status.last_attempt_at = Some(now_rfc3339());
-            set.set_file(status);
-        }
-        Change::Removed { file } => {
-            let mut status = set.files().get(file).cloned().unwrap_or_default();
-            if let Some(name) = status.adapter.clone()
-                && serves_from(set, &name, file)
-            {
-                set.remove(&name);
-            }
-            status.state = "removed".into();
-            status.version = None;
-            status.sha256 = None;
-            status.last_error = None;
-            status.last_attempt_sha256 = None;
-            status.last_attempt_at = Some(now_rfc3339());
-            set.set_file(status);
         }
     }
 }

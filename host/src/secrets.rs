@@ -3,7 +3,10 @@
 //! Keys come only from here, chosen by the endpoint's configuration, never by the request.
 //! An unreadable or invalid file fails closed: every endpoint answers 503
 //! `secrets_unavailable` until the file is fixed, because a half-read file could silently drop
-//! a revocation.
+//! a revocation. For the same reason a new text is applied only once it has settled: two reads
+//! [`QUIET`] apart must agree, so an in-place edit is never trusted half-written (a prefix
+//! that parses, such as a version without its `expires_at` line, would otherwise serve until
+//! the next pass).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -17,9 +20,14 @@ use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
 /// How often the file is re-read even without a change notification (network filesystems and
-/// some container mounts do not deliver inotify events).
+/// some container mounts do not deliver inotify events); `WHARF_WATCH_POLL_MS` overrides it.
 const POLL_INTERVAL: Duration = Duration::from_secs(5);
-const DEBOUNCE: Duration = Duration::from_millis(50);
+/// How long a new text must stay unchanged before it is applied. A writer that pauses longer
+/// than this mid-file is indistinguishable from one that finished: write a temporary file and
+/// rename it over the secrets file instead (atomic).
+pub const QUIET: Duration = Duration::from_millis(200);
+/// At start, how many quiet spells to wait for a file that keeps changing before giving up.
+const START_ATTEMPTS: u32 = 50;
 
 /// How a secret's configured value becomes key bytes; declared by the adapter.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -194,25 +202,49 @@ pub fn decode_key(value: &str, encoding: KeyEncoding) -> Option<Vec<u8>> {
     (!key.is_empty()).then_some(key)
 }
 
+/// One read of the file: its text, or why it could not be read.
+type Read = Result<String, String>;
+
+fn read(path: &Path) -> Read {
+    std::fs::read_to_string(path).map_err(|e| e.to_string())
+}
+
 /// The live secrets, swapped atomically on reload.
 pub struct SecretStore {
     path: PathBuf,
     current: ArcSwap<Result<Secrets, String>>,
-    last_text: std::sync::Mutex<Option<String>>,
+    /// The read `current` was made from; a read equal to it changes nothing.
+    applied: std::sync::Mutex<Read>,
 }
 
 impl SecretStore {
-    /// Reads the file once; an unreadable file is an error at start-up (fail fast), and a
-    /// 503 later (fail closed).
+    /// Reads the file once it has settled; an unreadable file is an error at start-up (fail
+    /// fast), and a 503 later (fail closed).
     pub fn open(path: &Path) -> anyhow::Result<Arc<Self>> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| anyhow::anyhow!("secrets file {}: {e}", path.display()))?;
+        let mut seen = read(path);
+        let mut attempts = 0;
+        let text = loop {
+            let text = seen.map_err(|e| anyhow::anyhow!("secrets file {}: {e}", path.display()))?;
+            // Nothing serves yet, so blocking this thread for a quiet spell holds up nothing.
+            std::thread::sleep(QUIET);
+            seen = read(path);
+            if seen.as_ref() == Ok(&text) {
+                break text;
+            }
+            attempts += 1;
+            anyhow::ensure!(
+                attempts < START_ATTEMPTS,
+                "secrets file {}: still changing after {} attempts to read it whole",
+                path.display(),
+                START_ATTEMPTS
+            );
+        };
         let secrets = Secrets::parse(&text)
             .map_err(|e| anyhow::anyhow!("secrets file {}: {e}", path.display()))?;
         Ok(Arc::new(Self {
             path: path.to_owned(),
             current: ArcSwap::from_pointee(Ok(secrets)),
-            last_text: std::sync::Mutex::new(Some(text)),
+            applied: std::sync::Mutex::new(Ok(text)),
         }))
     }
 
@@ -232,16 +264,17 @@ impl SecretStore {
         }
     }
 
-    /// Re-reads the file if its text changed. Logs set names and version counts, never values.
-    pub fn reload(&self) {
-        let text = std::fs::read_to_string(&self.path);
-        let mut last = self.last_text.lock().expect("not poisoned");
-        let next = match &text {
-            Ok(t) if last.as_deref() == Some(t.as_str()) => return,
+    fn is_applied(&self, read: &Read) -> bool {
+        *self.applied.lock().expect("not poisoned") == *read
+    }
+
+    /// Applies a settled read. Logs set names and version counts, never values.
+    fn apply(&self, read: Read) {
+        let next = match &read {
             Ok(t) => Secrets::parse(t),
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(e.clone()),
         };
-        *last = text.ok();
+        *self.applied.lock().expect("not poisoned") = read;
         match &next {
             Ok(s) => {
                 let mut sets: Vec<String> = s
@@ -258,6 +291,38 @@ impl SecretStore {
         self.current.store(Arc::new(next));
     }
 
+    /// Re-reads the file until two reads a quiet spell apart agree, then applies that text
+    /// if it differs from the one serving. Returns early only when cancelled.
+    async fn refresh(&self, cancel: &CancellationToken) {
+        let path = self.path.clone();
+        let read_now = || {
+            let path = path.clone();
+            async move {
+                tokio::task::spawn_blocking(move || read(&path))
+                    .await
+                    .unwrap_or_else(|e| Err(e.to_string()))
+            }
+        };
+        let mut seen = read_now().await;
+        loop {
+            if self.is_applied(&seen) {
+                return;
+            }
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = tokio::time::sleep(QUIET) => {}
+            }
+            let again = read_now().await;
+            if again == seen {
+                self.apply(again);
+                return;
+            }
+            // Still being written: the old secrets keep serving until the text settles.
+            tracing::debug!(file = %self.path.display(), "secrets file still changing");
+            seen = again;
+        }
+    }
+
     /// Watches the file's folder (so rename-over saves are seen) and polls as a fallback.
     pub fn watch(
         self: &Arc<Self>,
@@ -270,17 +335,18 @@ impl SecretStore {
             .unwrap_or(Path::new("."))
             .to_owned();
         let mut watch = crate::watch::watch_folder(&dir)?;
+        let poll = crate::watch::poll_interval(POLL_INTERVAL);
         let this = Arc::clone(self);
         Ok(tokio::spawn(async move {
             loop {
                 tokio::select! {
                     _ = cancel.cancelled() => break,
-                    Some(()) = watch.changes.recv() => tokio::time::sleep(DEBOUNCE).await,
-                    _ = tokio::time::sleep(POLL_INTERVAL) => {}
+                    () = watch.changed() => {}
+                    _ = tokio::time::sleep(poll) => {}
                 }
-                while watch.changes.try_recv().is_ok() {}
-                let store = Arc::clone(&this);
-                let _ = tokio::task::spawn_blocking(move || store.reload()).await;
+                // The read below sees every change signalled so far.
+                watch.clear();
+                this.refresh(&cancel).await;
             }
         }))
     }

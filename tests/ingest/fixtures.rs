@@ -1,6 +1,7 @@
 //! `wharf adapter test` and `wharf adapter check`, run as an adapter author would: every
 //! shipped adapter's fixtures pass through the host's real verification path with no
 //! database, and a fixture whose expected outcome is wrong fails with a readable diff.
+//! Fixtures are read only as plain files inside their folder, and within size limits.
 
 use std::process::{Command, Output};
 
@@ -117,4 +118,68 @@ fn check_refuses_what_is_not_an_adapter_component() {
     let out = wharf(&["adapter", "check", empty.to_str().unwrap()]);
     assert!(!out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("wharf:adapter"), "{}", text(&out));
+}
+
+#[test]
+fn fixtures_are_never_read_through_symlinks_nor_past_their_size_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixtures = dir.path().join("stripe.fixtures");
+    copy_tree(&adapter_file("stripe.fixtures"), &fixtures);
+    let secret_value = "whsec_never_shown_anywhere_0123456789";
+    let secrets = dir.path().join("secrets.toml");
+    std::fs::write(
+        &secrets,
+        format!("[[stripe]]\nversion = \"x\"\nvalue = \"{secret_value}\"\n"),
+    )
+    .unwrap();
+    // A body linked to the secrets file. The case expects `invalid_signature`, which the
+    // secrets file's text as a body would also give: followed, the link would pass.
+    let body = fixtures.join("flipped-body-byte/body");
+    std::fs::remove_file(&body).unwrap();
+    std::os::unix::fs::symlink(&secrets, &body).unwrap();
+    // A case folder that is a link to a passing case outside the fixtures folder.
+    let outside = dir.path().join("outside");
+    copy_tree(&adapter_file("stripe.fixtures/valid"), &outside);
+    std::os::unix::fs::symlink(&outside, fixtures.join("linked-case")).unwrap();
+    // An expected.toml past the 64 KiB limit (still a passing expectation, padded).
+    let expected = fixtures.join("valid/expected.toml");
+    let mut padded = std::fs::read_to_string(&expected).unwrap();
+    while padded.len() <= 64 << 10 {
+        padded.push_str("# padding padding padding padding padding padding padding\n");
+    }
+    std::fs::write(&expected, padded).unwrap();
+
+    let wasm = adapter_file("stripe.wasm");
+    let out = wharf(&[
+        "adapter",
+        "test",
+        wasm.to_str().unwrap(),
+        fixtures.to_str().unwrap(),
+    ]);
+    let shown = text(&out);
+    assert!(!out.status.success(), "{shown}");
+    assert!(shown.contains("FAIL  flipped-body-byte"), "{shown}");
+    assert!(shown.contains("body: is a symlink"), "{shown}");
+    assert!(shown.contains("FAIL  linked-case"), "{shown}");
+    assert!(shown.contains("the case folder is a symlink"), "{shown}");
+    assert!(shown.contains("FAIL  valid"), "{shown}");
+    assert!(
+        shown.contains("expected.toml: larger than the 65536-byte limit"),
+        "{shown}"
+    );
+    assert!(shown.contains("ok    rolling-secret"), "{shown}");
+    assert!(shown.contains("3 failed"), "{shown}");
+    assert!(!shown.contains(secret_value), "{shown}");
+
+    // The fixtures folder itself may not be a symlink either.
+    let linked_root = dir.path().join("linked.fixtures");
+    std::os::unix::fs::symlink(&fixtures, &linked_root).unwrap();
+    let out = wharf(&[
+        "adapter",
+        "test",
+        wasm.to_str().unwrap(),
+        linked_root.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("is a symlink"), "{}", text(&out));
 }

@@ -3,7 +3,9 @@
 //! fails because of a swap, answers after each swap come from the new version (the request
 //! log carries it), a request in flight across a swap finishes on the version it started
 //! with, and neither the broken file nor the trapping one ever serves. Removing the
-//! file unregisters the adapter (503) until it returns.
+//! file unregisters the adapter (503) until it returns. Two files with one adapter name: the
+//! first in name order serves, at start and on reload. Fixtures cannot read through symlinks.
+//! Folder events alone apply a change promptly, whatever the poll interval.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -353,17 +355,18 @@ async fn a_file_refused_at_start_serves_once_fixed_and_a_second_file_cannot_take
         }
     };
 
-    // A second file describing `stripe` is refused; the first keeps serving.
+    // A second file describing `stripe`, later in name order, is refused; the first keeps
+    // serving. (`stripe-copy.wasm` would sort first, `-` before `.`, and take the name.)
     install_atomically(
-        &adapters.join("stripe-copy.wasm"),
+        &adapters.join("zz-stripe-copy.wasm"),
         &std::fs::read(adapter_file("stripe.wasm")).unwrap(),
     );
-    let refused = wait("stripe-copy.wasm", "refused").await;
+    let refused = wait("zz-stripe-copy.wasm", "refused").await;
     assert!(
         refused["last_error"]
             .as_str()
             .unwrap()
-            .contains("already served from stripe.wasm"),
+            .contains("adapter name \"stripe\" is already served by stripe.wasm"),
         "{refused}"
     );
     let (headers, body) = signed_stripe("evt_after_copy");
@@ -424,4 +427,247 @@ async fn a_restart_with_twenty_adapters_loads_them_from_the_compiled_cache() {
     let warm = load_all().await;
     eprintln!("20 adapters: {cold:?} compiling, {warm:?} from the cache");
     assert!(warm * 3 < cold, "cold {cold:?}, warm {warm:?}");
+}
+
+/// Every file's status from `/admin/adapters`, by file name.
+async fn statuses(client: &reqwest::Client, admin: &str) -> Vec<serde_json::Value> {
+    client
+        .get(format!("{admin}/admin/adapters"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+/// Polls `/admin/adapters` until every `(file, state, version)` holds (version `None`: no
+/// serving version), then returns the statuses.
+async fn wait_for_states(
+    client: &reqwest::Client,
+    admin: &str,
+    want: &[(&str, &str, Option<&str>)],
+) -> Vec<serde_json::Value> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let all = statuses(client, admin).await;
+        let holds = want.iter().all(|(file, state, version)| {
+            all.iter().any(|s| {
+                s["file"] == *file && s["state"] == *state && s["version"].as_str() == *version
+            })
+        });
+        if holds {
+            return all;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {want:?}; statuses: {all:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+fn status_of<'a>(all: &'a [serde_json::Value], file: &str) -> &'a serde_json::Value {
+    all.iter()
+        .find(|s| s["file"] == file)
+        .unwrap_or_else(|| panic!("no status for {file}: {all:#?}"))
+}
+
+/// `reload-vNN` serves (200); `reload-tNN` traps in `prepare` (503), which tells which file
+/// answers. Neither has fixtures here, so the trapping one loads.
+#[tokio::test]
+async fn duplicate_names_serve_the_first_file_in_name_order_at_start_and_on_reload() {
+    let written = app().endpoints(ENDPOINT).write().await;
+    let adapters = written.dir.path().join("adapters");
+    std::fs::write(adapters.join("a-reload.wasm"), patched("reload-v01")).unwrap();
+    std::fs::write(adapters.join("b-reload.wasm"), patched("reload-t02")).unwrap();
+    let app = written.spawn().await;
+    let client = reqwest::Client::new();
+    let answer = async |n: usize| send(&app.client, &app.base, &format!("dup-{n}")).await;
+
+    // At start: the first in name order serves, the other is refused and says why.
+    let all = wait_for_states(
+        &client,
+        &app.admin,
+        &[
+            ("a-reload.wasm", "serving", Some("reload-v01")),
+            ("b-reload.wasm", "refused", None),
+        ],
+    )
+    .await;
+    let b = status_of(&all, "b-reload.wasm");
+    assert_eq!(
+        b["last_error"], "adapter name \"test-reload\" is already served by a-reload.wasm",
+        "{b}"
+    );
+    assert_eq!(answer(1).await.status, 200, "a-reload.wasm answers");
+
+    // A new file earlier in name order takes the name: the rule depends on the files
+    // present, not on their arrival (a restart would decide the same).
+    install_atomically(&adapters.join("0-reload.wasm"), &patched("reload-t03"));
+    let all = wait_for_states(
+        &client,
+        &app.admin,
+        &[
+            ("0-reload.wasm", "serving", Some("reload-t03")),
+            ("a-reload.wasm", "refused", None),
+            ("b-reload.wasm", "refused", None),
+        ],
+    )
+    .await;
+    for file in ["a-reload.wasm", "b-reload.wasm"] {
+        let s = status_of(&all, file);
+        assert_eq!(
+            s["last_error"], "adapter name \"test-reload\" is already served by 0-reload.wasm",
+            "{s}"
+        );
+    }
+    let trapped = answer(2).await;
+    assert_eq!(
+        (trapped.status, trapped.code()),
+        (503, "adapter_unavailable"),
+        "the trapping 0-reload.wasm answers"
+    );
+
+    // Each removal hands the name to the next file in name order, without re-vetting it.
+    std::fs::remove_file(adapters.join("0-reload.wasm")).unwrap();
+    wait_for_states(
+        &client,
+        &app.admin,
+        &[
+            ("0-reload.wasm", "removed", None),
+            ("a-reload.wasm", "serving", Some("reload-v01")),
+            ("b-reload.wasm", "refused", None),
+        ],
+    )
+    .await;
+    assert_eq!(answer(3).await.status, 200, "a-reload.wasm answers again");
+    std::fs::remove_file(adapters.join("a-reload.wasm")).unwrap();
+    let all = wait_for_states(
+        &client,
+        &app.admin,
+        &[
+            ("a-reload.wasm", "removed", None),
+            ("b-reload.wasm", "serving", Some("reload-t02")),
+        ],
+    )
+    .await;
+    assert!(status_of(&all, "b-reload.wasm")["last_error"].is_null());
+    assert_eq!(
+        answer(4).await.status,
+        503,
+        "the trapping b-reload.wasm answers"
+    );
+}
+
+/// Copies `test-reload.fixtures` (or another adapter's) beside `dest`, with the body of its
+/// `flipped-body-byte` case replaced by a symlink to `target`. That case expects
+/// `invalid_signature`, which any other body also gives: read through the link, it passes.
+fn fixtures_with_linked_body(from: &str, dest: &Path, target: &Path) {
+    copy_tree(&adapter_file(from), dest);
+    let body = dest.join("flipped-body-byte/body");
+    std::fs::remove_file(&body).unwrap();
+    std::os::unix::fs::symlink(target, &body).unwrap();
+}
+
+#[tokio::test]
+async fn a_fixture_read_through_a_symlink_refuses_its_adapter_and_leaks_nothing() {
+    let written = app().endpoints(ENDPOINT).write().await;
+    let adapters = written.dir.path().join("adapters");
+    let secrets = written.secrets_path.clone();
+    // At start: stripe's fixtures point a body at the secrets file.
+    fixtures_with_linked_body(
+        "stripe.fixtures",
+        &adapters.join("stripe.fixtures"),
+        &secrets,
+    );
+    let app = written.spawn().await;
+    let client = reqwest::Client::new();
+    let all = wait_for_states(&client, &app.admin, &[("stripe.wasm", "refused", None)]).await;
+    let stripe = status_of(&all, "stripe.wasm");
+    assert!(
+        stripe["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("body: is a symlink"),
+        "{stripe}"
+    );
+    let (headers, body) = signed_stripe("evt_linked");
+    let answer = app.post("stripe", &refs(&headers), body).await;
+    assert_eq!((answer.status, answer.code()), (503, "adapter_unavailable"));
+
+    // On reload: a new adapter whose fixtures do the same is refused too.
+    fixtures_with_linked_body(
+        "testing/test-reload.fixtures",
+        &adapters.join("test-reload.fixtures"),
+        &secrets,
+    );
+    install_atomically(&adapters.join("test-reload.wasm"), &patched("reload-v01"));
+    let all = wait_for_states(
+        &client,
+        &app.admin,
+        &[("test-reload.wasm", "refused", None)],
+    )
+    .await;
+    let reload = status_of(&all, "test-reload.wasm");
+    assert!(
+        reload["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("body: is a symlink"),
+        "{reload}"
+    );
+    let answer = send(&client, &app.base, "linked").await;
+    assert_eq!((answer.status, answer.code()), (503, "adapter_unavailable"));
+
+    // Nothing of the secrets file reaches what an operator or a log reader sees.
+    let shown = get_text(&client, &format!("{}/admin/adapters", app.admin)).await;
+    for secret in [
+        STRIPE_SECRET,
+        STRIPE_OLD_SECRET,
+        GITHUB_SECRET,
+        "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+    ] {
+        assert!(!shown.contains(secret), "{secret} in {shown}");
+    }
+}
+
+/// With the poll far longer than the test waits, only folder events can apply a removal.
+#[tokio::test]
+async fn removing_an_adapter_file_takes_effect_promptly_without_the_poll() {
+    let written = app().write().await;
+    let server = ServeProcess::start_with(
+        &["serve"],
+        &written.config_path,
+        None,
+        &[("WHARF_WATCH_POLL_MS", "600000")],
+    )
+    .await;
+    let client = reqwest::Client::new();
+    let body = b"{}".to_vec();
+    let github = async |delivery: &str| {
+        post(
+            &client,
+            &server.base,
+            "github",
+            &refs(&github_headers(&body, delivery)),
+            body.clone(),
+        )
+        .await
+    };
+    assert_eq!(github("before").await.status, 200);
+    std::fs::remove_file(written.dir.path().join("adapters/github.wasm")).unwrap();
+    let removed = Instant::now();
+    loop {
+        let answer = github("after").await;
+        if (answer.status, answer.code()) == (503, "adapter_unavailable") {
+            break;
+        }
+        assert!(
+            removed.elapsed() < Duration::from_millis(2500),
+            "the removal took longer than 2.5 s: only the poll would apply it"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    eprintln!("removal applied after {:?}", removed.elapsed());
 }

@@ -1,6 +1,10 @@
-//! Secret versions: current, previous, expired, rotation without restart, failing closed.
+//! Secret versions: current, previous, expired, rotation without restart, failing closed,
+//! prompt application of an edit by folder events alone, never a half-written file.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::common::*;
 
@@ -207,4 +211,181 @@ async fn an_unreadable_secrets_file_fails_closed_until_fixed() {
     .await;
     assert!(open, "fixing the file restores service without a restart");
     assert_eq!(app.readiness().await, 200);
+}
+
+/// The default secrets with the previous Stripe version (`STRIPE_OLD_SECRET`) retired.
+fn with_old_stripe_retired() -> String {
+    let text = default_secrets();
+    let retired = text.replace(
+        "expires_at = \"2999-01-01T00:00:00Z\"",
+        "expires_at = \"2020-01-01T00:00:00Z\"",
+    );
+    assert_ne!(text, retired);
+    retired
+}
+
+/// A `wharf serve` whose watchers poll every ten minutes: only folder events apply a change
+/// within a test's waits.
+async fn serve_without_poll(written: &WrittenConfig) -> ServeProcess {
+    ServeProcess::start_with(
+        &["serve"],
+        &written.config_path,
+        None,
+        &[("WHARF_WATCH_POLL_MS", "600000")],
+    )
+    .await
+}
+
+async fn stripe_status(client: &reqwest::Client, base: &str, secret: &str, id: &str) -> u16 {
+    let (header, body) = signed_with(secret, id);
+    post(
+        client,
+        base,
+        "stripe",
+        &[("stripe-signature", header.as_str())],
+        body.into_bytes(),
+    )
+    .await
+    .status
+}
+
+/// Polls until a request signed with `secret` answers `status`, for at most 2.5 s (the old
+/// poll ran every 5 s; this one every ten minutes).
+async fn promptly(client: &reqwest::Client, base: &str, secret: &str, status: u16, what: &str) {
+    let started = Instant::now();
+    let mut n = 0;
+    loop {
+        n += 1;
+        if stripe_status(client, base, secret, &format!("evt_prompt_{what}_{n}")).await == status {
+            eprintln!("{what}: applied after {:?}", started.elapsed());
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_millis(2500),
+            "{what}: not applied within 2.5 s, so not by the folder event"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_secrets_edit_applies_promptly_in_place_and_by_rename_without_the_poll() {
+    let written = app().write().await;
+    let server = serve_without_poll(&written).await;
+    let client = reqwest::Client::new();
+    let file = written.secrets_path.clone();
+    assert_eq!(
+        stripe_status(&client, &server.base, STRIPE_OLD_SECRET, "evt_old_ok").await,
+        200
+    );
+
+    // Emergency retirement, written in place.
+    std::fs::write(&file, with_old_stripe_retired()).unwrap();
+    promptly(
+        &client,
+        &server.base,
+        STRIPE_OLD_SECRET,
+        401,
+        "in-place retirement",
+    )
+    .await;
+
+    // Rotation, renamed over: the current version goes, a new one comes.
+    let rotated = "whsec_rotated_by_rename";
+    let text = with_old_stripe_retired().replace(STRIPE_SECRET, rotated);
+    let tmp = file.with_extension("tmp");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, &file).unwrap();
+    promptly(
+        &client,
+        &server.base,
+        STRIPE_SECRET,
+        401,
+        "rename-over retirement",
+    )
+    .await;
+    assert_eq!(
+        stripe_status(&client, &server.base, rotated, "evt_rotated_ok").await,
+        200
+    );
+}
+
+/// An in-place rewrite that lingers on a prefix which parses: the retired version without its
+/// `expires_at` line, then comment lines appended every few milliseconds for longer than the
+/// old 5 s poll, then the rest. Never settled, the prefix must never be trusted: a request
+/// signed with the retired version never gets a 200. Once settled, the finished file applies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secrets_file_read_mid_write_is_never_trusted() {
+    use std::io::Write as _;
+    let final_text = with_old_stripe_retired();
+    let written = app().secrets(final_text.clone()).write().await;
+    let server = serve_without_poll(&written).await;
+    let client = reqwest::Client::new();
+    assert_eq!(
+        stripe_status(&client, &server.base, STRIPE_OLD_SECRET, "evt_before").await,
+        401
+    );
+
+    let cut = final_text.find("expires_at = \"2020").unwrap();
+    let (prefix, rest) = (final_text[..cut].to_owned(), final_text[cut..].to_owned());
+    assert!(
+        wharf::secrets::Secrets::parse(&prefix).is_ok(),
+        "the prefix must parse for the test to mean anything"
+    );
+    let path = written.secrets_path.clone();
+    let writing = Arc::new(AtomicBool::new(true));
+    let writer = {
+        let writing = Arc::clone(&writing);
+        std::thread::spawn(move || {
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .truncate(true)
+                .open(&path)
+                .unwrap();
+            file.write_all(prefix.as_bytes()).unwrap();
+            // The longest pause between two writes: past the quiet spell, the host may fairly
+            // take the file as finished.
+            let mut longest = Duration::ZERO;
+            let mut last = Instant::now();
+            let until = last + Duration::from_millis(6500);
+            while Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(10));
+                file.write_all(b"# still writing\n").unwrap();
+                longest = longest.max(last.elapsed());
+                last = Instant::now();
+            }
+            file.write_all(rest.as_bytes()).unwrap();
+            writing.store(false, Ordering::SeqCst);
+            longest
+        })
+    };
+    let mut n = 0;
+    let mut trusted = Vec::new();
+    while writing.load(Ordering::SeqCst) {
+        n += 1;
+        let id = format!("evt_mid_write_{n}");
+        if stripe_status(&client, &server.base, STRIPE_OLD_SECRET, &id).await == 200 {
+            trusted.push(id);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let longest = writer.join().unwrap();
+    if longest >= wharf::secrets::QUIET {
+        eprintln!("the writer stalled {longest:?}: the box is too loaded for this test to judge");
+        return;
+    }
+    assert!(
+        trusted.is_empty(),
+        "the retired version was trusted mid-write ({n} requests): {trusted:?}"
+    );
+    // Settled, the finished file applies (the current version verifies, the retired not).
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        stripe_status(&client, &server.base, STRIPE_SECRET, "evt_after").await,
+        200
+    );
+    assert_eq!(
+        stripe_status(&client, &server.base, STRIPE_OLD_SECRET, "evt_after_old").await,
+        401
+    );
 }
