@@ -31,7 +31,8 @@ use uuid::Uuid;
 
 use crate::config::SinkKind;
 use crate::failpoint;
-use crate::processing::{MIN_IDLE, Processing, redact_db, wait_for_work};
+use crate::processing::{MIN_IDLE, Processing, wait_for_work};
+use crate::store::redact_db;
 
 /// Sends at once, per relay (one relay per target).
 const IN_FLIGHT: usize = 32;

@@ -20,7 +20,8 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::failpoint;
-use crate::processing::{MIN_IDLE, Processing, redact_db, wait_for_work};
+use crate::processing::{MIN_IDLE, Processing, wait_for_work};
+use crate::store::redact_db;
 
 const BATCH: i64 = 256;
 

@@ -1,6 +1,6 @@
 //! Assembles processing (workers, the outbox relay, the delivery relay and the reconciler)
 //! for `wharf serve` and `wharf worker`, and holds what they share: a database pool apart
-//! from the ingest pool, the signals that wake them, backoff and error redaction.
+//! from the ingest pool, the signals that wake them, and backoff.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,6 +17,7 @@ use crate::metrics::Metrics;
 use crate::nats::Nats;
 use crate::outbox::OutboxRelay;
 use crate::reconcile::Reconciler;
+use crate::store::redact_db;
 use crate::worker::Worker;
 
 /// In-process wake-ups. Each is only a hint: every loop also polls with a capped backoff, so
@@ -169,31 +170,3 @@ pub async fn wait_for_work(
 }
 
 pub const MIN_IDLE: Duration = Duration::from_millis(5);
-
-/// A diagnostic safe to store and show: database errors keep their SQLSTATE and constraint
-/// but not the server's message, which can quote row values.
-pub fn redact_db(e: &sqlx::Error) -> String {
-    match e {
-        sqlx::Error::Database(db) => format!(
-            "database error {}{}",
-            db.code().unwrap_or_default(),
-            db.constraint()
-                .map(|c| format!(" on {c}"))
-                .unwrap_or_default()
-        ),
-        sqlx::Error::PoolTimedOut => "database pool timed out".into(),
-        sqlx::Error::Io(_) | sqlx::Error::Tls(_) | sqlx::Error::PoolClosed => {
-            "database connection failed".into()
-        }
-        other => format!("database error: {}", error_kind(other)),
-    }
-}
-
-fn error_kind(e: &sqlx::Error) -> &'static str {
-    match e {
-        sqlx::Error::RowNotFound => "row not found",
-        sqlx::Error::ColumnDecode { .. } | sqlx::Error::Decode(_) => "decode",
-        sqlx::Error::Protocol(_) => "protocol",
-        _ => "other",
-    }
-}

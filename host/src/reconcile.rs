@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::processing::{Processing, redact_db};
+use crate::processing::Processing;
+use crate::store::redact_db;
 
 /// What one pass found and did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, serde::Serialize)]

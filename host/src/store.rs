@@ -58,7 +58,8 @@ impl Acceptance {
 /// The database could not confirm the commit; the caller must not acknowledge.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("database error: {0}")]
+    /// Shown redacted: the server's message can quote row values.
+    #[error("{}", redact_db(.0))]
     Database(#[from] sqlx::Error),
     #[error("database did not answer within {0:?}")]
     Timeout(Duration),
@@ -206,4 +207,32 @@ async fn store_payload(
         .execute(&mut **tx)
         .await?;
     Ok(())
+}
+
+/// A diagnostic safe to store and show: database errors keep their SQLSTATE and constraint
+/// but not the server's message, which can quote row values.
+pub fn redact_db(e: &sqlx::Error) -> String {
+    match e {
+        sqlx::Error::Database(db) => format!(
+            "database error {}{}",
+            db.code().unwrap_or_default(),
+            db.constraint()
+                .map(|c| format!(" on {c}"))
+                .unwrap_or_default()
+        ),
+        sqlx::Error::PoolTimedOut => "database pool timed out".into(),
+        sqlx::Error::Io(_) | sqlx::Error::Tls(_) | sqlx::Error::PoolClosed => {
+            "database connection failed".into()
+        }
+        other => format!("database error: {}", error_kind(other)),
+    }
+}
+
+fn error_kind(e: &sqlx::Error) -> &'static str {
+    match e {
+        sqlx::Error::RowNotFound => "row not found",
+        sqlx::Error::ColumnDecode { .. } | sqlx::Error::Decode(_) => "decode",
+        sqlx::Error::Protocol(_) => "protocol",
+        _ => "other",
+    }
 }

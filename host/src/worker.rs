@@ -18,7 +18,8 @@ use uuid::Uuid;
 
 use crate::config::EndpointConfig;
 use crate::failpoint;
-use crate::processing::{MIN_IDLE, Processing, redact_db, wait_for_work};
+use crate::processing::{MIN_IDLE, Processing, wait_for_work};
+use crate::store::redact_db;
 
 /// One claimed inbox row. `claim_id` is the lease token, fresh for every claim and never
 /// reused (replay and giving a claim back leave it unmatched): every later update of the row

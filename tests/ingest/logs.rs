@@ -133,3 +133,43 @@ async fn request_lines_carry_outcomes_and_never_secrets_signatures_or_bodies() {
         }
     }
 }
+
+/// A database error's message can quote row values (here a trigger quotes the event id): the
+/// request line keeps only its SQLSTATE, as processing's diagnostics do.
+#[tokio::test]
+async fn database_causes_in_request_lines_are_redacted() {
+    let written = app().write().await;
+    let log = written.dir.path().join("wharf.log");
+    let server = ServeProcess::start(&written.config_path, Some(&log)).await;
+    let db = sqlx::PgPool::connect(&written.database_url).await.unwrap();
+    sqlx::raw_sql(
+        "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN RAISE EXCEPTION 'refusing %', NEW.provider_event_id; END $$;
+         CREATE TRIGGER refuse BEFORE INSERT ON webhook_inbox
+           FOR EACH ROW EXECUTE FUNCTION refuse();",
+    )
+    .execute(&db)
+    .await
+    .unwrap();
+    let marker = "evt_row_value_7c1d";
+    let (headers, body) = signed_stripe(marker);
+    let answer = post(
+        &reqwest::Client::new(),
+        &server.base,
+        "stripe",
+        &refs(&headers),
+        body.into_bytes(),
+    )
+    .await;
+    assert_eq!(answer.code(), "storage_unavailable", "{answer:?}");
+    assert!(server.stop().await.success());
+    let text = std::fs::read_to_string(&log).unwrap();
+    let line: serde_json::Value = text
+        .lines()
+        .filter(|l| l.contains("\"webhook\""))
+        .map(|l| serde_json::from_str(l).expect("json log line"))
+        .next()
+        .expect("a request line");
+    assert_eq!(line["cause"], "database error P0001", "{line}");
+    assert!(!text.contains("refusing"), "{text}");
+}
