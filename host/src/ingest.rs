@@ -52,6 +52,8 @@ pub enum IngestError {
     SecretsUnavailable(#[from] SecretsError),
     #[error("adapter unavailable")]
     AdapterUnavailable(String),
+    #[error("{0}")]
+    Bound(crate::http::HttpBound),
 }
 
 impl From<AdapterFailure> for IngestError {
