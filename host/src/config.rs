@@ -648,9 +648,9 @@ pub fn glob_match(pattern: &str, text: &str) -> bool {
 mod tests {
     use super::*;
 
-    /// A valid config with `extra` spliced into its tables (`server`, `database`, ...).
+    /// A valid config with `line` added to `table` (`server`, `database`, ..., `endpoint`).
     fn config_with(table: &str, line: &str) -> anyhow::Result<Config> {
-        let mut tables = vec![
+        let mut tables = [
             ("server", String::new()),
             ("database", "url = \"postgres://x/y\"\n".to_owned()),
             ("adapters", "dir = \"a\"\n".to_owned()),

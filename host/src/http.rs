@@ -87,8 +87,8 @@ async fn metrics(State(state): State<HttpState>) -> Response {
 }
 
 fn metrics_text(metrics: &Metrics) -> Response {
-    let content_type = METRICS_CONTENT_TYPE;
-    ([(header::CONTENT_TYPE, content_type)], metrics.render()).into_response()
+    let content_type = [(header::CONTENT_TYPE, METRICS_CONTENT_TYPE)];
+    (content_type, metrics.render()).into_response()
 }
 
 /// The admin listener of `wharf worker`: liveness, readiness (its database pool answers) and
