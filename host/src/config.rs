@@ -2,7 +2,9 @@
 //! Relative paths in the file are relative to the file's own folder.
 
 use std::collections::HashSet;
+use std::fmt::Display;
 use std::net::SocketAddr;
+use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -11,6 +13,10 @@ use serde::Deserialize;
 use crate::wasm::SandboxLimits;
 
 pub const DEFAULT_MAX_BODY_BYTES: u64 = 1 << 20;
+/// The largest body limit anywhere (server, endpoint): bodies are buffered whole.
+pub const MAX_BODY_BYTES: u64 = 64 << 20;
+/// The promise is an answer within 2 s; a commit that may take longer could not keep it.
+pub const MAX_COMMIT_TIMEOUT_MS: u64 = 1900;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -158,6 +164,30 @@ pub struct ServerConfig {
     #[serde(default = "yes")]
     pub plain_http: bool,
     pub tls: Option<toml::Table>,
+    /// Longest wait for a complete request head, from accept or from the end of the previous
+    /// answer on a kept-alive connection: also the idle keep-alive timeout.
+    #[serde(default = "default_header_timeout_ms")]
+    pub header_timeout_ms: u64,
+    /// Longest time to receive a whole body once its head is in; then 408 and close.
+    #[serde(default = "default_body_timeout_ms")]
+    pub body_timeout_ms: u64,
+    /// Connections open at once per listener; past it, new ones wait in the kernel's backlog.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
+    /// Body bytes that requests in flight may hold together. Each request reserves its
+    /// declared length (or its body limit when chunked) before reading; when that does not
+    /// fit, 503 `overloaded` without reading the body.
+    #[serde(default = "default_max_buffered_bytes")]
+    pub max_buffered_bytes: u64,
+}
+
+impl ServerConfig {
+    pub fn header_timeout(&self) -> Duration {
+        Duration::from_millis(self.header_timeout_ms)
+    }
+    pub fn body_timeout(&self) -> Duration {
+        Duration::from_millis(self.body_timeout_ms)
+    }
 }
 
 impl Default for ServerConfig {
@@ -250,6 +280,18 @@ fn default_max_headers() -> usize {
 }
 fn default_max_header_bytes() -> usize {
     16 << 10
+}
+fn default_header_timeout_ms() -> u64 {
+    10_000
+}
+fn default_body_timeout_ms() -> u64 {
+    30_000
+}
+fn default_max_connections() -> usize {
+    1024
+}
+fn default_max_buffered_bytes() -> u64 {
+    64 << 20
 }
 fn default_pool() -> u32 {
     16
@@ -376,10 +418,7 @@ impl Config {
             self.server.tls.is_none() && self.server.plain_http,
             "[server.tls] is not supported yet: set plain_http = true and terminate TLS at a proxy"
         );
-        anyhow::ensure!(
-            self.server.max_body_bytes > 0,
-            "server.max_body_bytes must be positive"
-        );
+        self.validate_ranges()?;
         anyhow::ensure!(
             self.database.url.is_some(),
             "no database url: set [database] url or WHARF_DATABASE_URL"
@@ -403,14 +442,9 @@ impl Config {
                 e.id
             );
         }
-        let w = &self.worker;
         anyhow::ensure!(
-            w.batch_size > 0 && w.lease_secs > 0 && w.max_attempts > 0 && w.db_connections > 0,
-            "[worker] batch_size, lease_secs, max_attempts and db_connections must be positive"
-        );
-        anyhow::ensure!(
-            w.backoff_base_ms > 0 && w.backoff_base_ms <= w.backoff_max_ms,
-            "[worker] backoff_base_ms must be positive and at most backoff_max_ms"
+            self.worker.backoff_base_ms <= self.worker.backoff_max_ms,
+            "[worker] backoff_base_ms must be at most backoff_max_ms"
         );
         for (i, r) in self.routes.iter().enumerate() {
             let name = format!("route {} ({} -> {})", i + 1, r.endpoint, r.sink.as_str());
@@ -420,10 +454,8 @@ impl Config {
                 r.endpoint
             );
             anyhow::ensure!(!r.events.is_empty(), "{name}: events is empty");
-            anyhow::ensure!(
-                r.max_attempts > 0 && r.timeout_ms > 0,
-                "{name}: max_attempts and timeout_ms must be positive"
-            );
+            in_range(&format!("{name}: timeout_ms"), r.timeout_ms, 1..=300_000)?;
+            in_range(&format!("{name}: max_attempts"), r.max_attempts, 1..=100)?;
             match r.sink {
                 SinkKind::Http => {
                     let url = r.url.as_deref().unwrap_or_default();
@@ -455,6 +487,84 @@ impl Config {
         Ok(())
     }
 
+    /// Every numeric knob within a range that keeps the receiver's promises: a value outside
+    /// would silently weaken one (replay protection, the 2 s answer, bounded memory) or
+    /// overflow. Each message names the key and the allowed range.
+    fn validate_ranges(&self) -> anyhow::Result<()> {
+        let s = &self.server;
+        in_range(
+            "[server] max_body_bytes",
+            s.max_body_bytes,
+            1..=MAX_BODY_BYTES,
+        )?;
+        in_range("[server] max_headers", s.max_headers, 1..=1024)?;
+        in_range(
+            "[server] max_header_bytes",
+            s.max_header_bytes,
+            1024..=1 << 20,
+        )?;
+        in_range(
+            "[server] header_timeout_ms",
+            s.header_timeout_ms,
+            100..=300_000,
+        )?;
+        in_range("[server] body_timeout_ms", s.body_timeout_ms, 100..=600_000)?;
+        in_range("[server] max_connections", s.max_connections, 1..=100_000)?;
+        // At least one largest body must fit, or no request could ever be read.
+        in_range(
+            "[server] max_buffered_bytes (at least max_body_bytes)",
+            s.max_buffered_bytes,
+            s.max_body_bytes..=16 << 30,
+        )?;
+        let d = &self.database;
+        in_range("[database] max_connections", d.max_connections, 1..=1000)?;
+        in_range(
+            "[database] commit_timeout_ms",
+            d.commit_timeout_ms,
+            1..=MAX_COMMIT_TIMEOUT_MS,
+        )?;
+        let a = &self.adapters;
+        in_range("[adapters] memory_mib", a.memory_mib, 1..=4096)?;
+        in_range("[adapters] call_timeout_ms", a.call_timeout_ms, 1..=1000)?;
+        in_range("[adapters] max_concurrency", a.max_concurrency, 1..=1024)?;
+        if let Some(threads) = a.threads {
+            in_range("[adapters] threads", threads, 1..=256)?;
+        }
+        let w = &self.worker;
+        in_range("[worker] count", w.count, 0..=256)?;
+        in_range("[worker] batch_size", w.batch_size, 1..=1000)?;
+        in_range("[worker] lease_secs", w.lease_secs, 1..=3600)?;
+        in_range("[worker] max_attempts", w.max_attempts, 1..=100)?;
+        in_range("[worker] backoff_base_ms", w.backoff_base_ms, 1..=3_600_000)?;
+        in_range("[worker] backoff_max_ms", w.backoff_max_ms, 1..=86_400_000)?;
+        in_range("[worker] idle_poll_ms", w.idle_poll_ms, 1..=60_000)?;
+        in_range(
+            "[worker] reconcile_interval_secs",
+            w.reconcile_interval_secs,
+            1..=86_400,
+        )?;
+        in_range("[worker] db_connections", w.db_connections, 1..=1000)?;
+        if let Some(nats) = &self.nats {
+            in_range("[nats] ack_timeout_ms", nats.ack_timeout_ms, 1..=60_000)?;
+        }
+        for e in &self.endpoints {
+            let key = |k: &str| format!("endpoint {:?}: {k}", e.id);
+            if let Some(v) = e.tolerance_secs {
+                in_range(&key("tolerance_secs"), v, 1..=MAX_TOLERANCE_SECS)?;
+            }
+            if let Some(v) = e.future_tolerance_secs {
+                in_range(&key("future_tolerance_secs"), v, 0..=MAX_TOLERANCE_SECS)?;
+            }
+            if let Some(v) = e.max_body_bytes {
+                in_range(&key("max_body_bytes"), v, 1..=MAX_BODY_BYTES)?;
+            }
+            if let Some(v) = e.max_attempts {
+                in_range(&key("max_attempts"), v, 1..=100)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Attempts allowed for one endpoint's events.
     pub fn max_attempts(&self, endpoint_id: &str) -> u32 {
         self.endpoints
@@ -467,7 +577,8 @@ impl Config {
     pub fn sandbox_limits(&self) -> SandboxLimits {
         let defaults = SandboxLimits::default();
         SandboxLimits {
-            memory_bytes: self.adapters.memory_mib << 20,
+            // Validated to at most 4096 MiB; saturating for configs that skipped validation.
+            memory_bytes: self.adapters.memory_mib.saturating_mul(1 << 20),
             call_timeout: Duration::from_millis(self.adapters.call_timeout_ms),
             max_concurrency: self.adapters.max_concurrency,
             threads: self.adapters.threads.unwrap_or(defaults.threads),
@@ -478,6 +589,40 @@ impl Config {
     pub fn database_url(&self) -> &str {
         self.database.url.as_deref().unwrap_or_default()
     }
+}
+
+/// The widest replay window an endpoint may configure, either way.
+pub const MAX_TOLERANCE_SECS: u64 = 3600;
+
+/// Refuses `value` outside `range`, naming the key and the range.
+fn in_range<T: PartialOrd + Display>(
+    key: &str,
+    value: T,
+    range: RangeInclusive<T>,
+) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        range.contains(&value),
+        "{key} = {value} is out of range: allowed {}..={}",
+        range.start(),
+        range.end()
+    );
+    Ok(())
+}
+
+/// An endpoint that sets a freshness window although its adapter signs no timestamp: every
+/// request would fail (no timestamp to check) while the operator believes replays are bounded.
+pub fn tolerance_without_timestamp(
+    endpoint: &EndpointConfig,
+    adapter_signs_timestamp: bool,
+) -> Option<String> {
+    let sets = endpoint.tolerance_secs.is_some() || endpoint.future_tolerance_secs.is_some();
+    (sets && !adapter_signs_timestamp).then(|| {
+        format!(
+            "endpoint {:?}: tolerance_secs/future_tolerance_secs set, but adapter {:?} signs no \
+             timestamp; remove them (replay protection then rests on the event id)",
+            endpoint.id, endpoint.adapter
+        )
+    })
 }
 
 /// Matches an event type against a glob in which `*` stands for any run of characters.
@@ -501,7 +646,197 @@ pub fn glob_match(pattern: &str, text: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::glob_match;
+    use super::*;
+
+    /// A valid config with `line` added to `table` (`server`, `database`, ..., `endpoint`).
+    fn config_with(table: &str, line: &str) -> anyhow::Result<Config> {
+        let mut tables = [
+            ("server", String::new()),
+            ("database", "url = \"postgres://x/y\"\n".to_owned()),
+            ("adapters", "dir = \"a\"\n".to_owned()),
+            ("secrets", "file = \"s.toml\"\n".to_owned()),
+            ("worker", String::new()),
+        ];
+        let mut endpoint = "id = \"e\"\nadapter = \"stripe\"\nsecret = \"e\"\n".to_owned();
+        match tables.iter_mut().find(|(name, _)| *name == table) {
+            Some((_, body)) => body.push_str(line),
+            None if table == "endpoint" => endpoint.push_str(line),
+            None => panic!("no table {table}"),
+        }
+        let mut text: String = tables
+            .iter()
+            .map(|(name, body)| format!("[{name}]\n{body}\n"))
+            .collect();
+        text.push_str(&format!("[[endpoint]]\n{endpoint}"));
+        let config = Config::parse(&text, Path::new("/"))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    #[test]
+    fn defaults_are_valid() {
+        let config = config_with("server", "").unwrap();
+        assert_eq!(config.server.header_timeout_ms, 10_000);
+        assert_eq!(config.server.body_timeout_ms, 30_000);
+        assert_eq!(config.server.max_connections, 1024);
+        assert_eq!(config.server.max_buffered_bytes, 64 << 20);
+    }
+
+    #[test]
+    fn numeric_knobs_out_of_range_are_refused_naming_key_and_range() {
+        for (table, line, message) in [
+            (
+                "endpoint",
+                "tolerance_secs = 0",
+                "tolerance_secs = 0 is out of range: allowed 1..=3600",
+            ),
+            (
+                "endpoint",
+                "tolerance_secs = 100000000",
+                "tolerance_secs = 100000000 is out of range: allowed 1..=3600",
+            ),
+            (
+                "endpoint",
+                "future_tolerance_secs = 3601",
+                "future_tolerance_secs = 3601 is out of range: allowed 0..=3600",
+            ),
+            (
+                "endpoint",
+                "max_body_bytes = 0",
+                "max_body_bytes = 0 is out of range: allowed 1..=67108864",
+            ),
+            (
+                "endpoint",
+                "max_attempts = 0",
+                "max_attempts = 0 is out of range: allowed 1..=100",
+            ),
+            (
+                "database",
+                "commit_timeout_ms = 2000",
+                "[database] commit_timeout_ms = 2000 is out of range: allowed 1..=1900",
+            ),
+            (
+                "database",
+                "commit_timeout_ms = 0",
+                "[database] commit_timeout_ms = 0 is out of range: allowed 1..=1900",
+            ),
+            (
+                "server",
+                "max_body_bytes = 0",
+                "[server] max_body_bytes = 0 is out of range: allowed 1..=67108864",
+            ),
+            (
+                "server",
+                "max_body_bytes = 1099511627776",
+                "[server] max_body_bytes = 1099511627776 is out of range",
+            ),
+            (
+                "server",
+                "header_timeout_ms = 0",
+                "[server] header_timeout_ms = 0 is out of range: allowed 100..=300000",
+            ),
+            (
+                "server",
+                "body_timeout_ms = 50",
+                "[server] body_timeout_ms = 50 is out of range: allowed 100..=600000",
+            ),
+            (
+                "server",
+                "max_connections = 0",
+                "[server] max_connections = 0 is out of range: allowed 1..=100000",
+            ),
+            (
+                "server",
+                "max_buffered_bytes = 1000",
+                "[server] max_buffered_bytes (at least max_body_bytes) = 1000 is out of range: allowed 1048576..=",
+            ),
+            (
+                "server",
+                "max_headers = 0",
+                "[server] max_headers = 0 is out of range",
+            ),
+            (
+                "adapters",
+                "memory_mib = 0",
+                "[adapters] memory_mib = 0 is out of range: allowed 1..=4096",
+            ),
+            (
+                "adapters",
+                "memory_mib = 17592186044416",
+                "[adapters] memory_mib = 17592186044416 is out of range: allowed 1..=4096",
+            ),
+            (
+                "adapters",
+                "call_timeout_ms = 0",
+                "[adapters] call_timeout_ms = 0 is out of range: allowed 1..=1000",
+            ),
+            (
+                "adapters",
+                "max_concurrency = 0",
+                "[adapters] max_concurrency = 0 is out of range: allowed 1..=1024",
+            ),
+            (
+                "adapters",
+                "threads = 0",
+                "[adapters] threads = 0 is out of range: allowed 1..=256",
+            ),
+            (
+                "worker",
+                "lease_secs = 0",
+                "[worker] lease_secs = 0 is out of range: allowed 1..=3600",
+            ),
+            (
+                "worker",
+                "batch_size = 0",
+                "[worker] batch_size = 0 is out of range: allowed 1..=1000",
+            ),
+            (
+                "worker",
+                "idle_poll_ms = 0",
+                "[worker] idle_poll_ms = 0 is out of range: allowed 1..=60000",
+            ),
+            (
+                "worker",
+                "backoff_max_ms = 100000000000",
+                "[worker] backoff_max_ms = 100000000000 is out of range",
+            ),
+        ] {
+            let error = config_with(table, &format!("{line}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains(message), "[{table}] {line}: {error}");
+        }
+    }
+
+    #[test]
+    fn boundary_values_are_accepted() {
+        for (table, line) in [
+            (
+                "endpoint",
+                "tolerance_secs = 3600\nfuture_tolerance_secs = 0",
+            ),
+            ("endpoint", "max_body_bytes = 1"),
+            ("database", "commit_timeout_ms = 1900"),
+            (
+                "server",
+                "max_body_bytes = 67108864\nmax_buffered_bytes = 67108864",
+            ),
+            ("adapters", "memory_mib = 4096"),
+        ] {
+            config_with(table, &format!("{line}\n")).unwrap_or_else(|e| panic!("{line}: {e}"));
+        }
+    }
+
+    #[test]
+    fn a_tolerance_on_an_adapter_without_a_timestamp_is_named() {
+        let config = config_with("endpoint", "tolerance_secs = 300\n").unwrap();
+        let endpoint = &config.endpoints[0];
+        assert!(tolerance_without_timestamp(endpoint, true).is_none());
+        let message = tolerance_without_timestamp(endpoint, false).unwrap();
+        assert!(message.contains("signs no timestamp"), "{message}");
+        let plain = config_with("endpoint", "").unwrap();
+        assert!(tolerance_without_timestamp(&plain.endpoints[0], false).is_none());
+    }
 
     #[test]
     fn globs() {

@@ -3,7 +3,7 @@
 //! one log line per request (never a secret, signature value or body).
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::Body;
@@ -13,6 +13,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde_json::json;
+use tokio::sync::Semaphore;
 
 use crate::ingest::{Ingest, IngestError, Outcome, RequestFacts, inbox_ids};
 use crate::metrics::Metrics;
@@ -21,11 +22,18 @@ use crate::processing::Processing;
 /// Seconds a client should wait before retrying a 503.
 const RETRY_AFTER_SECS: &str = "5";
 
+/// The OpenMetrics text that `Metrics::render` writes (typed counters, `_total`, `# EOF`).
+pub const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
 #[derive(Clone)]
 pub struct HttpState {
     pub ingest: Arc<Ingest>,
     pub max_headers: usize,
     pub max_header_bytes: usize,
+    /// Body bytes requests in flight may hold together (`[server] max_buffered_bytes`).
+    pub body_budget: Arc<Semaphore>,
+    /// Longest time to receive a body once its head is in (`[server] body_timeout_ms`).
+    pub body_timeout: Duration,
 }
 
 pub fn public_router(state: HttpState) -> Router {
@@ -59,8 +67,8 @@ async fn metrics(State(state): State<HttpState>) -> Response {
 }
 
 fn metrics_text(metrics: &Metrics) -> Response {
-    let content_type = "text/plain; version=0.0.4; charset=utf-8";
-    ([(header::CONTENT_TYPE, content_type)], metrics.render()).into_response()
+    let content_type = [(header::CONTENT_TYPE, METRICS_CONTENT_TYPE)];
+    (content_type, metrics.render()).into_response()
 }
 
 /// The admin listener of `wharf worker`: liveness, readiness (its database pool answers) and
@@ -223,13 +231,22 @@ async fn handle(
     if declared.is_some_and(|len| len > limit) {
         return Err(IngestError::PayloadTooLarge(limit));
     }
-    // Streaming guard for chunked bodies: reading stops one byte past the limit.
-    let body = match Limited::new(body, limit as usize).collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => {
+    // Memory stays within the budget whatever clients do: the body's bytes are reserved
+    // before one is read (the limit when chunked), and a request that does not fit now is
+    // turned away unread. The reservation lives until the answer.
+    let exact = axum::body::HttpBody::size_hint(&body).exact();
+    let reserve = declared.or(exact).unwrap_or(limit);
+    let _reserved = Reservation::try_new(state, reserve)?;
+    // Streaming guard for chunked bodies: reading stops one byte past the limit. The deadline
+    // frees a reservation that a stalled client would otherwise hold forever.
+    let read = Limited::new(body, limit as usize).collect();
+    let body = match tokio::time::timeout(state.body_timeout, read).await {
+        Err(_) => return Err(IngestError::BodyTimeout),
+        Ok(Ok(collected)) => collected.to_bytes(),
+        Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => {
             return Err(IngestError::PayloadTooLarge(limit));
         }
-        Err(_) => return Err(IngestError::IncompleteBody),
+        Ok(Err(_)) => return Err(IngestError::IncompleteBody),
     };
     state
         .ingest
@@ -241,6 +258,40 @@ async fn handle(
             facts,
         )
         .await
+}
+
+/// Body bytes held from the budget until the request is answered, shown as a gauge.
+struct Reservation<'a> {
+    _permit: tokio::sync::OwnedSemaphorePermit,
+    bytes: i64,
+    metrics: &'a Metrics,
+}
+
+impl<'a> Reservation<'a> {
+    fn try_new(state: &'a HttpState, bytes: u64) -> Result<Self, IngestError> {
+        let permit = u32::try_from(bytes)
+            .ok()
+            .and_then(|n| {
+                Arc::clone(&state.body_budget)
+                    .try_acquire_many_owned(n)
+                    .ok()
+            })
+            .ok_or(IngestError::Overloaded)?;
+        let metrics = state.ingest.metrics();
+        let bytes = bytes as i64;
+        metrics.body_bytes_reserved(bytes);
+        Ok(Self {
+            _permit: permit,
+            bytes,
+            metrics,
+        })
+    }
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        self.metrics.body_bytes_reserved(-self.bytes);
+    }
 }
 
 /// Webhook bodies are JSON, form-encoded, XML or text; a missing type is allowed because some
@@ -324,6 +375,8 @@ pub fn error_code(e: &IngestError) -> (StatusCode, &'static str) {
         IngestError::AdapterUnavailable(_) | IngestError::AdapterContract(_) => {
             (StatusCode::SERVICE_UNAVAILABLE, "adapter_unavailable")
         }
+        IngestError::Overloaded => (StatusCode::SERVICE_UNAVAILABLE, "overloaded"),
+        IngestError::BodyTimeout => (StatusCode::REQUEST_TIMEOUT, "body_timeout"),
     }
 }
 
@@ -361,6 +414,12 @@ fn error_response(e: &IngestError) -> Response {
             header::RETRY_AFTER,
             HeaderValue::from_static(RETRY_AFTER_SECS),
         );
+    }
+    // The body was left unread (or half read): the connection cannot carry another request.
+    if matches!(e, IngestError::Overloaded | IngestError::BodyTimeout) {
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
     response
 }

@@ -57,6 +57,12 @@ pub enum IngestError {
     /// (a check that skips the body, an unsigned timestamp, unbounded work): its fault, 503.
     #[error("adapter broke the verification contract")]
     AdapterContract(verify::ContractViolation),
+    /// The body budget cannot hold this request's body now; nothing of it was read.
+    #[error("too many request bodies in flight")]
+    Overloaded,
+    /// The body did not arrive within the body deadline; nothing was stored.
+    #[error("request body not received in time")]
+    BodyTimeout,
 }
 
 impl From<AdapterFailure> for IngestError {

@@ -1,4 +1,4 @@
-//! Prometheus metrics, served as text on the admin listener's `/metrics`. One registry per
+//! Prometheus metrics, served as OpenMetrics text on the admin listener's `/metrics`. One registry per
 //! server (no global state), so several servers in one process, as in tests, stay apart.
 
 use std::sync::Mutex;
@@ -46,6 +46,7 @@ pub struct Metrics {
     deliveries: Family<DeliveryLabels, Counter>,
     oldest_pending: Gauge<f64, std::sync::atomic::AtomicU64>,
     outbox_unpublished: Gauge,
+    body_bytes_reserved: Gauge,
 }
 
 impl Default for Metrics {
@@ -101,6 +102,12 @@ impl Default for Metrics {
             "Adapter files loaded, refused (kept the previous version) or removed",
             reloads.clone(),
         );
+        let body_bytes_reserved = Gauge::default();
+        registry.register(
+            "wharf_http_body_bytes_reserved",
+            "Body bytes reserved by requests in flight, out of [server] max_buffered_bytes",
+            body_bytes_reserved.clone(),
+        );
         Self {
             registry: Mutex::new(registry),
             requests,
@@ -111,6 +118,7 @@ impl Default for Metrics {
             deliveries,
             oldest_pending,
             outbox_unpublished,
+            body_bytes_reserved,
         }
     }
 }
@@ -157,7 +165,12 @@ impl Metrics {
         self.outbox_unpublished.set(outbox_unpublished);
     }
 
-    /// The Prometheus text format.
+    /// A request reserved (positive) or gave back (negative) body bytes.
+    pub fn body_bytes_reserved(&self, delta: i64) {
+        self.body_bytes_reserved.inc_by(delta);
+    }
+
+    /// The OpenMetrics text format (served as `http::METRICS_CONTENT_TYPE`).
     pub fn render(&self) -> String {
         let mut out = String::new();
         let registry = self.registry.lock().expect("not poisoned");

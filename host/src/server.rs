@@ -5,12 +5,15 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::{SharedClock, SystemClock};
-use crate::config::Config;
+use crate::config::{self, Config, ServerConfig};
 use crate::failpoint;
 use crate::http::{HttpState, admin_router, processing_admin_router, public_router};
 use crate::ingest::Ingest;
@@ -74,9 +77,17 @@ impl Server {
         let reloader = Reloader::new(Arc::clone(&sandbox), config.adapters.dir.clone());
         let adapters = reloader.initial(&metrics).await?;
         for e in &config.endpoints {
-            if adapters.get(&e.adapter).is_none() {
-                tracing::warn!(endpoint = %e.id, adapter = %e.adapter,
-                    "adapter not loaded: the endpoint answers 503 adapter_unavailable until it is");
+            match adapters.get(&e.adapter) {
+                None => tracing::warn!(endpoint = %e.id, adapter = %e.adapter,
+                    "adapter not loaded: the endpoint answers 503 adapter_unavailable until it is"),
+                // An adapter that arrives later is not checked: such an endpoint then fails
+                // closed (401 invalid_signature, cause "signed timestamp missing").
+                Some(a) => {
+                    let signs_timestamp = a.info.tolerance_past_secs.is_some();
+                    if let Some(problem) = config::tolerance_without_timestamp(e, signs_timestamp) {
+                        anyhow::bail!(problem);
+                    }
+                }
             }
         }
         let ingest = Arc::new(Ingest::new(
@@ -98,7 +109,10 @@ impl Server {
             ingest: Arc::clone(&ingest),
             max_headers: config.server.max_headers,
             max_header_bytes: config.server.max_header_bytes,
+            body_budget: Arc::new(Semaphore::new(config.server.max_buffered_bytes as usize)),
+            body_timeout: config.server.body_timeout(),
         };
+        let limits = ConnLimits::new(&config.server);
 
         let cancel = CancellationToken::new();
         let mut tasks = JoinSet::new();
@@ -114,12 +128,16 @@ impl Server {
         let addr = serve_on(
             config.server.listen,
             public_router(state.clone()),
+            limits,
             &cancel,
             &mut tasks,
         )
         .await?;
         let admin_addr = match config.server.admin_listen {
-            Some(admin) => Some(serve_on(admin, admin_router(state), &cancel, &mut tasks).await?),
+            Some(admin) => {
+                let router = admin_router(state);
+                Some(serve_on(admin, router, limits, &cancel, &mut tasks).await?)
+            }
             None => None,
         };
         Ok(Self {
@@ -180,7 +198,8 @@ impl ProcessingHost {
         let admin_addr = match admin {
             Some(addr) => {
                 let router = processing_admin_router(Arc::clone(&processing));
-                Some(serve_on(addr, router, &cancel, &mut tasks).await?)
+                let limits = ConnLimits::new(&config.server);
+                Some(serve_on(addr, router, limits, &cancel, &mut tasks).await?)
             }
             None => None,
         };
@@ -204,21 +223,92 @@ impl ProcessingHost {
     }
 }
 
+/// How a listener bounds its connections, so that slow or idle clients cannot hold the
+/// host's memory or connections (README: "What the host enforces").
+#[derive(Clone, Copy)]
+struct ConnLimits {
+    /// hyper starts this timer whenever a connection waits for a request head: on accept and
+    /// after each answer, so it is the slow-header and the idle keep-alive timeout at once.
+    header_timeout: Duration,
+    max_connections: usize,
+    /// Above `[server] max_headers`, so that our own check answers the JSON 431 first.
+    max_headers: usize,
+    /// hyper's read buffer per connection (headers must fit in it).
+    max_buf_size: usize,
+}
+
+impl ConnLimits {
+    fn new(server: &ServerConfig) -> Self {
+        Self {
+            header_timeout: server.header_timeout(),
+            max_connections: server.max_connections,
+            max_headers: (server.max_headers * 2).max(100),
+            max_buf_size: server.max_header_bytes * 2 + (8 << 10),
+        }
+    }
+}
+
 /// Binds `addr` and serves `router` on it until `cancel` fires, letting requests in flight
-/// finish; returns the bound address (port 0 picks one).
+/// finish; returns the bound address (port 0 picks one). Served with hyper directly because
+/// `axum::serve` sets no header timeout.
 async fn serve_on(
     addr: SocketAddr,
     router: axum::Router,
+    limits: ConnLimits,
     cancel: &CancellationToken,
     tasks: &mut JoinSet<anyhow::Result<()>>,
 ) -> anyhow::Result<SocketAddr> {
     let listener = TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
     let token = cancel.clone();
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout)
+        .max_headers(limits.max_headers)
+        .max_buf_size(limits.max_buf_size);
     tasks.spawn(async move {
-        axum::serve(listener, router)
-            .with_graceful_shutdown(token.cancelled_owned())
-            .await?;
+        let open = Arc::new(Semaphore::new(limits.max_connections));
+        loop {
+            // At the cap, stop accepting: further connections wait in the kernel's backlog.
+            let permit = tokio::select! {
+                permit = Arc::clone(&open).acquire_owned() => permit?,
+                () = token.cancelled() => break,
+            };
+            let stream = tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, _)) => stream,
+                    Err(e) => {
+                        // Out of file descriptors, for instance: wait instead of spinning.
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        continue;
+                    }
+                },
+                () = token.cancelled() => break,
+            };
+            let _ = stream.set_nodelay(true);
+            let conn = http.serve_connection(
+                TokioIo::new(stream),
+                TowerToHyperService::new(router.clone()),
+            );
+            let token = token.clone();
+            tokio::spawn(async move {
+                let mut conn = std::pin::pin!(conn);
+                // Errors here are the client's (timeouts, resets, bad framing): nothing to log.
+                tokio::select! {
+                    _ = conn.as_mut() => {}
+                    () = token.cancelled() => {
+                        conn.as_mut().graceful_shutdown();
+                        let _ = conn.await;
+                    }
+                }
+                drop(permit);
+            });
+        }
+        drop(listener);
+        // Each connection gives its permit back when it ends: all back, all finished.
+        let all = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
+        let _ = open.acquire_many(all).await?;
         Ok(())
     });
     Ok(bound)

@@ -576,3 +576,35 @@ impl ServeProcess {
             .unwrap()
     }
 }
+
+impl WrittenConfig {
+    /// Adds lines to the written config's `[server]` table.
+    pub fn server_toml(self, lines: &str) -> Self {
+        let text = std::fs::read_to_string(&self.config_path).unwrap();
+        let text = text.replacen("[server]\n", &format!("[server]\n{lines}\n"), 1);
+        std::fs::write(&self.config_path, text).unwrap();
+        self
+    }
+}
+
+/// Reads what the server sends until it closes the connection (or `within` passes):
+/// `(bytes, closed)`.
+pub async fn read_until_closed(
+    stream: &mut tokio::net::TcpStream,
+    within: std::time::Duration,
+) -> (String, bool) {
+    use tokio::io::AsyncReadExt;
+    let mut answer = Vec::new();
+    let closed = tokio::time::timeout(within, async {
+        let mut buf = [0u8; 4096];
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => answer.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await
+    .is_ok();
+    (String::from_utf8_lossy(&answer).into_owned(), closed)
+}

@@ -4,6 +4,7 @@
 
 mod common;
 
+mod bounds;
 mod cli;
 mod concurrency;
 mod contract;

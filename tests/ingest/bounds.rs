@@ -1,0 +1,298 @@
+//! What the host enforces on connections, whatever clients do: header and body deadlines, the
+//! idle keep-alive timeout, the connection cap and the body budget; the config ranges that
+//! keep those promises; and the `/metrics` content type. Slow clients are raw TCP.
+
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use wharf::config::Config;
+use wharf::{Server, ServerOptions};
+
+use crate::common::*;
+
+/// A GitHub request head declaring `len` body bytes (the signature is never checked: these
+/// bodies never arrive whole).
+fn head(len: usize) -> String {
+    format!(
+        "POST /webhooks/github HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {len}\r\nx-hub-signature-256: sha256=00\r\nx-github-delivery: d\r\nx-github-event: push\r\n\r\n"
+    )
+}
+
+/// Reads one JSON answer (head and a body ending in `}`), or what arrived within `within`.
+async fn read_answer(stream: &mut TcpStream, within: Duration) -> String {
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(within, async {
+        let mut buf = [0u8; 4096];
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    answer.extend_from_slice(&buf[..n]);
+                    if answer.windows(4).any(|w| w == b"\r\n\r\n") && answer.ends_with(b"}") {
+                        break;
+                    }
+                }
+            }
+        }
+    })
+    .await;
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+#[tokio::test]
+async fn headers_that_never_finish_are_cut_after_the_header_timeout() {
+    let app = app()
+        .write()
+        .await
+        .server_toml("header_timeout_ms = 500")
+        .spawn()
+        .await;
+
+    // Stalled half-way through the head.
+    let mut stalled = TcpStream::connect(app.addr).await.unwrap();
+    stalled
+        .write_all(b"POST /webhooks/github HTTP/1.1\r\nhost: x\r\n")
+        .await
+        .unwrap();
+    let (answer, closed) = read_until_closed(&mut stalled, Duration::from_secs(15)).await;
+    assert!(closed, "still open after 15 s; got {answer:?}");
+    assert!(
+        answer.is_empty() || answer.starts_with("HTTP/1.1 408"),
+        "{answer}"
+    );
+
+    // Trickled one byte every 100 ms: progress does not move the deadline.
+    let mut trickle = TcpStream::connect(app.addr).await.unwrap();
+    trickle
+        .write_all(b"POST /webhooks/github HTTP/1.1\r\nx-long: ")
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let mut buf = [0u8; 1024];
+    let closed = loop {
+        if started.elapsed() > Duration::from_secs(15) {
+            break false;
+        }
+        if trickle.write_all(b"a").await.is_err() {
+            break true;
+        }
+        let read = tokio::time::timeout(Duration::from_millis(100), trickle.read(&mut buf));
+        if let Ok(Ok(0) | Err(_)) = read.await {
+            break true;
+        }
+    };
+    assert!(closed, "a trickled head was still open after 15 s");
+}
+
+#[tokio::test]
+async fn idle_keep_alive_connections_are_closed_after_the_idle_timeout() {
+    let app = app()
+        .write()
+        .await
+        .server_toml("header_timeout_ms = 500")
+        .spawn()
+        .await;
+    let mut stream = TcpStream::connect(app.addr).await.unwrap();
+    stream
+        .write_all(b"GET /nothing-here HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let answer = read_answer(&mut stream, Duration::from_secs(5)).await;
+    assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");
+    assert!(!answer.to_ascii_lowercase().contains("connection: close"));
+    // Kept alive after the answer, then closed once idle for the timeout.
+    let idle_since = Instant::now();
+    let (rest, closed) = read_until_closed(&mut stream, Duration::from_secs(15)).await;
+    assert!(closed, "an idle connection stayed open 15 s");
+    assert!(
+        rest.is_empty() || rest.starts_with("HTTP/1.1 408"),
+        "{rest}"
+    );
+    assert!(idle_since.elapsed() >= Duration::from_millis(400));
+}
+
+#[tokio::test]
+async fn a_stalled_body_is_answered_408_and_closed_after_the_body_deadline() {
+    let app = app()
+        .write()
+        .await
+        .server_toml("body_timeout_ms = 500")
+        .spawn()
+        .await;
+    let mut stream = TcpStream::connect(app.addr).await.unwrap();
+    stream.write_all(head(100).as_bytes()).await.unwrap();
+    stream.write_all(&[b'a'; 10]).await.unwrap();
+    let (answer, closed) = read_until_closed(&mut stream, Duration::from_secs(15)).await;
+    assert!(closed, "still open after 15 s: {answer:?}");
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains(r#""error":"body_timeout""#), "{answer}");
+    assert!(
+        answer.to_ascii_lowercase().contains("connection: close"),
+        "{answer}"
+    );
+    assert_eq!(app.count("webhook_inbox").await, 0);
+    let metrics = app.metrics().await;
+    let line = r#"wharf_requests_total{endpoint="github",outcome="body_timeout"} 1"#;
+    assert!(metrics.lines().any(|l| l == line), "{metrics}");
+}
+
+#[tokio::test]
+async fn past_the_body_budget_requests_get_503_overloaded_before_their_body_is_read() {
+    let mib = 1usize << 20;
+    let app = app()
+        .write()
+        .await
+        .server_toml(&format!(
+            "max_buffered_bytes = {}\nbody_timeout_ms = 120000",
+            3 * mib
+        ))
+        .spawn()
+        .await;
+    // Three uploads declare 1 MiB, send one byte less and stall: the budget is full.
+    let mut stalled = Vec::new();
+    for _ in 0..3 {
+        let mut stream = TcpStream::connect(app.addr).await.unwrap();
+        stream.write_all(head(mib).as_bytes()).await.unwrap();
+        stream.write_all(&vec![b'a'; mib - 1]).await.unwrap();
+        stalled.push(stream);
+    }
+    let full = format!("wharf_http_body_bytes_reserved {}", 3 * mib);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !app.metrics().await.lines().any(|l| l == full) {
+        assert!(Instant::now() < deadline, "the budget never filled");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // The next request sends its head only: the answer cannot depend on its body.
+    let mut next = TcpStream::connect(app.addr).await.unwrap();
+    next.write_all(head(mib).as_bytes()).await.unwrap();
+    let (answer, closed) = read_until_closed(&mut next, Duration::from_secs(10)).await;
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(answer.contains(r#""error":"overloaded""#), "{answer}");
+    assert!(
+        answer.to_ascii_lowercase().contains("retry-after: 5"),
+        "{answer}"
+    );
+    assert!(closed, "the connection was left open after the 503");
+
+    // Once the stalled clients go away, requests are served again.
+    drop(stalled);
+    let body = b"{\"zen\":\"ok\"}".to_vec();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let answer = app
+            .post(
+                "github",
+                &refs(&github_headers(&body, "after")),
+                body.clone(),
+            )
+            .await;
+        if answer.status == 200 {
+            break;
+        }
+        assert_eq!(answer.code(), "overloaded", "{answer:?}");
+        assert!(Instant::now() < deadline, "still overloaded: {answer:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(app.count("webhook_inbox").await, 1);
+}
+
+#[tokio::test]
+async fn the_connection_cap_holds_further_connections_until_one_closes() {
+    let app = app()
+        .write()
+        .await
+        .server_toml("max_connections = 2\nheader_timeout_ms = 60000")
+        .spawn()
+        .await;
+    let request = b"GET /nothing-here HTTP/1.1\r\nhost: x\r\n\r\n";
+    let mut open = Vec::new();
+    for _ in 0..2 {
+        let mut stream = TcpStream::connect(app.addr).await.unwrap();
+        stream.write_all(request).await.unwrap();
+        let answer = read_answer(&mut stream, Duration::from_secs(5)).await;
+        assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");
+        open.push(stream);
+    }
+    // A third connection gets through the kernel's backlog, but nobody serves it.
+    let mut third = TcpStream::connect(app.addr).await.unwrap();
+    third.write_all(request).await.unwrap();
+    let answer = read_answer(&mut third, Duration::from_secs(1)).await;
+    assert_eq!(answer, "", "served past the cap");
+    // One closes: the third is served.
+    drop(open.remove(0));
+    let answer = read_answer(&mut third, Duration::from_secs(10)).await;
+    assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");
+}
+
+/// The content type says what the body is: OpenMetrics (typed counters, `# EOF`).
+#[tokio::test]
+async fn metrics_are_served_as_openmetrics_on_both_admin_listeners() {
+    let openmetrics = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+    let app = app().spawn().await;
+    let response = app
+        .client
+        .get(format!("{}/metrics", app.admin))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.headers()["content-type"], openmetrics);
+    let body = response.text().await.unwrap();
+    assert!(body.ends_with("# EOF\n"), "{body}");
+
+    let config = Config::load(&app.config.config_path).unwrap();
+    let worker = wharf::server::ProcessingHost::start(config, 0, Some(([127, 0, 0, 1], 0).into()))
+        .await
+        .unwrap();
+    let url = format!("http://{}/metrics", worker.admin_addr.unwrap());
+    let response = app.client.get(url).send().await.unwrap();
+    assert_eq!(response.headers()["content-type"], openmetrics);
+    assert!(response.text().await.unwrap().ends_with("# EOF\n"));
+    worker.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_config_value_out_of_range_stops_wharf_serve_naming_key_and_range() {
+    let written = app()
+        .database_toml("commit_timeout_ms = 5000")
+        .write()
+        .await;
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_wharf"))
+        .arg("serve")
+        .arg("--config")
+        .arg(&written.config_path)
+        .env_remove("WHARF_DATABASE_URL")
+        .env_remove("DATABASE_URL")
+        .output()
+        .await
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("[database] commit_timeout_ms = 5000 is out of range: allowed 1..=1900"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn a_tolerance_on_an_adapter_that_signs_no_timestamp_is_refused_at_start() {
+    let written = app()
+        .endpoints(
+            "\n[[endpoint]]\nid = \"github-strict\"\nadapter = \"github\"\nsecret = \"github\"\ntolerance_secs = 300\n",
+        )
+        .write()
+        .await;
+    let config = Config::load(&written.config_path).unwrap();
+    let error = match Server::start(config, ServerOptions::default()).await {
+        Ok(server) => {
+            server.shutdown().await.unwrap();
+            panic!("started with a tolerance on github")
+        }
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        error.contains("\"github-strict\"") && error.contains("signs no timestamp"),
+        "{error}"
+    );
+}
