@@ -481,7 +481,7 @@ mod tests {
         }
 
         proptest! {
-            #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+            #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
             #[test]
             fn arbitrary_results_never_panic_stay_in_budget_and_never_verify_without_the_body(

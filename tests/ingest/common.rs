@@ -608,3 +608,12 @@ pub async fn read_until_closed(
     .is_ok();
     (String::from_utf8_lossy(&answer).into_owned(), closed)
 }
+
+/// The JSON request lines (message `webhook`) of a `wharf serve` log written with
+/// `WHARF_LOG_FORMAT=json`.
+pub fn request_lines(log: &str) -> Vec<serde_json::Value> {
+    log.lines()
+        .filter(|l| l.contains("\"webhook\""))
+        .map(|l| serde_json::from_str(l).expect("json log line"))
+        .collect()
+}

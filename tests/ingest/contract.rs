@@ -243,10 +243,8 @@ async fn an_adapter_that_echoes_the_request_puts_none_of_it_in_the_log() {
         !text.contains(card),
         "the card number reached the log:\n{text}"
     );
-    let line: serde_json::Value = text
-        .lines()
-        .filter(|l| l.contains("\"webhook\""))
-        .map(|l| serde_json::from_str(l).expect("json log line"))
+    let line: serde_json::Value = request_lines(&text)
+        .into_iter()
         .next()
         .expect("a request line");
     let cause = line["cause"].as_str().unwrap();

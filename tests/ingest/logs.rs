@@ -77,11 +77,7 @@ async fn request_lines_carry_outcomes_and_never_secrets_signatures_or_bodies() {
 
     assert!(server.stop().await.success(), "graceful exit on SIGTERM");
     let text = std::fs::read_to_string(&log).unwrap();
-    let lines: Vec<serde_json::Value> = text
-        .lines()
-        .filter(|l| l.contains("\"webhook\""))
-        .map(|l| serde_json::from_str(l).expect("json log line"))
-        .collect();
+    let lines = request_lines(&text);
     let outcomes: Vec<&str> = lines
         .iter()
         .map(|l| l["outcome"].as_str().unwrap())
@@ -164,10 +160,8 @@ async fn database_causes_in_request_lines_are_redacted() {
     assert_eq!(answer.code(), "storage_unavailable", "{answer:?}");
     assert!(server.stop().await.success());
     let text = std::fs::read_to_string(&log).unwrap();
-    let line: serde_json::Value = text
-        .lines()
-        .filter(|l| l.contains("\"webhook\""))
-        .map(|l| serde_json::from_str(l).expect("json log line"))
+    let line: serde_json::Value = request_lines(&text)
+        .into_iter()
         .next()
         .expect("a request line");
     assert_eq!(line["cause"], "database error P0001", "{line}");
