@@ -8,9 +8,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use criterion::{Criterion, criterion_group, criterion_main};
 use hmac::{Hmac, Mac};
-use wharf::secrets::TrustedKey;
-use wharf::verify;
-use wharf::wasm::{RequestView, Sandbox, SandboxLimits};
+use wharf::adapter::{RequestView, Sandbox, SandboxLimits};
+use wharf::ingest::{self, TrustedKey};
 
 const SECRET: &str = "whsec_bench";
 
@@ -80,7 +79,7 @@ fn bench(c: &mut Criterion) {
                     .on_sandbox(async move {
                         let prepared = job.prepare(req1).await.unwrap().unwrap();
                         // Stripe signs a timestamp: the freshness rule is checked as when serving.
-                        verify::verify(mac, &keys[..], &prepared, &body, true).unwrap();
+                        ingest::verify(mac, &keys[..], &prepared, &body, true).unwrap();
                         job.parse(req2).await.unwrap().unwrap()
                     })
                     .await

@@ -10,8 +10,6 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::wasm::SandboxLimits;
-
 pub const DEFAULT_MAX_BODY_BYTES: u64 = 1 << 20;
 /// The largest body limit anywhere (server, endpoint): bodies are buffered whole.
 pub const MAX_BODY_BYTES: u64 = 64 << 20;
@@ -468,7 +466,7 @@ impl Config {
                 SinkKind::Nats => {
                     let subject = r.subject.as_deref().unwrap_or_default();
                     anyhow::ensure!(
-                        r.url.is_none() && crate::nats::valid_subject(subject),
+                        r.url.is_none() && crate::support::subjects::valid_subject(subject),
                         "{name}: a nats route needs a valid subject (no wildcards) and no url"
                     );
                     anyhow::ensure!(
@@ -480,7 +478,7 @@ impl Config {
         }
         if let Some(nats) = &self.nats {
             anyhow::ensure!(
-                crate::nats::valid_subject(&nats.accepted_prefix),
+                crate::support::subjects::valid_subject(&nats.accepted_prefix),
                 "[nats] accepted_prefix must be a subject without wildcards"
             );
         }
@@ -572,18 +570,6 @@ impl Config {
             .find(|e| e.id == endpoint_id)
             .and_then(|e| e.max_attempts)
             .unwrap_or(self.worker.max_attempts)
-    }
-
-    pub fn sandbox_limits(&self) -> SandboxLimits {
-        let defaults = SandboxLimits::default();
-        SandboxLimits {
-            // Validated to at most 4096 MiB; saturating for configs that skipped validation.
-            memory_bytes: self.adapters.memory_mib.saturating_mul(1 << 20),
-            call_timeout: Duration::from_millis(self.adapters.call_timeout_ms),
-            max_concurrency: self.adapters.max_concurrency,
-            threads: self.adapters.threads.unwrap_or(defaults.threads),
-            ..defaults
-        }
     }
 
     pub fn database_url(&self) -> &str {

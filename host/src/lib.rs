@@ -1,31 +1,44 @@
 //! Wharf: a webhook receiver. A request is verified against the endpoint's secrets using the
 //! signed bytes a sandboxed provider adapter describes, then committed to a Postgres inbox
 //! before any 2xx. See `docs/ARCHITECTURE.md` for the code map and the invariants.
+//!
+//! The modules below are layers, bottom first: a module may import only from the layers above
+//! it in this list, never from its own layer's later entries or from below. The `layers` test
+//! reads this list (the `pub mod` lines, in order) and every `crate::` path in `src/`.
 
-pub mod cli;
-pub mod clock;
+// One blank line between layers keeps rustfmt from sorting them alphabetically.
+
+/// Leaves: clock, failpoints, folder watching, metrics, log redaction, signals, subject names.
+pub mod support;
+
+/// The TOML config, environment overrides, validation at start.
 pub mod config;
-pub mod deliveries;
-pub mod dev;
-pub mod events;
-pub mod failpoint;
-pub mod fixtures;
-pub mod http;
+
+/// The adapter sandbox: the only place wasmtime appears.
+pub mod adapter;
+
+/// The pipeline, verification, secrets and the store.
 pub mod ingest;
-pub mod metrics;
-pub mod nats;
-pub mod outbox;
-pub mod processing;
-pub mod reconcile;
-pub mod redact;
+
+/// Hot reload of the adapters folder and the fixture runner.
 pub mod reload;
-pub mod scaffold;
-pub mod secrets;
+
+/// Workers, relays, the reconciler and NATS.
+pub mod processing;
+
+/// Operator queries behind `wharf events`.
+pub mod events;
+
+/// Public and admin routes.
+pub mod http;
+
+/// The composition root: a receiver (`Server`) or processing alone (`ProcessingHost`).
 pub mod server;
-pub mod store;
-pub mod verify;
-pub mod wasm;
-pub mod watch;
-pub mod worker;
+
+/// The command line: commands, the dev cluster, the adapter scaffold.
+pub mod cli;
 
 pub use server::{Server, ServerOptions};
+
+#[cfg(test)]
+mod layers;

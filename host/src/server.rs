@@ -12,17 +12,17 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::clock::{SharedClock, SystemClock};
+use crate::adapter::{Sandbox, SandboxLimits};
 use crate::config::{self, Config, ServerConfig};
-use crate::failpoint;
 use crate::http::{HttpState, admin_router, processing_admin_router, public_router};
 use crate::ingest::Ingest;
-use crate::metrics::Metrics;
+use crate::ingest::SecretStore;
+use crate::ingest::Store;
 use crate::processing::Processing;
 use crate::reload::Reloader;
-use crate::secrets::SecretStore;
-use crate::store::Store;
-use crate::wasm::Sandbox;
+use crate::support::clock::{SharedClock, SystemClock};
+use crate::support::failpoint;
+use crate::support::metrics::Metrics;
 
 /// What tests and embedders may change without a config file.
 #[derive(Clone)]
@@ -72,7 +72,10 @@ impl Server {
                 );
             }
         }
-        let sandbox = Sandbox::new(config.sandbox_limits(), config.adapters.cache_dir.clone())?;
+        let sandbox = Sandbox::new(
+            SandboxLimits::from_config(&config.adapters),
+            config.adapters.cache_dir.clone(),
+        )?;
         let metrics = Arc::new(Metrics::default());
         let reloader = Reloader::new(Arc::clone(&sandbox), config.adapters.dir.clone());
         let adapters = reloader.initial(&metrics).await?;

@@ -10,8 +10,8 @@ use base64::Engine as _;
 use hmac::{Hmac, Mac};
 use sqlx::{Connection, PgConnection, PgPool};
 use tokio::sync::OnceCell;
-use wharf::clock::{FixedClock, SharedClock, SystemClock};
 use wharf::config::Config;
+use wharf::support::clock::{FixedClock, SharedClock, SystemClock};
 use wharf::{Server, ServerOptions};
 
 pub fn repo_root() -> PathBuf {

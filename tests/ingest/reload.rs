@@ -403,7 +403,7 @@ async fn a_file_refused_at_start_serves_once_fixed_and_a_second_file_cannot_take
 /// A restart with 20 adapters deserialises them from the compiled cache instead of compiling.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_with_twenty_adapters_loads_them_from_the_compiled_cache() {
-    use wharf::wasm::{Sandbox, SandboxLimits};
+    use wharf::adapter::{Sandbox, SandboxLimits};
     let dir = tempfile::tempdir().unwrap();
     let cache = dir.path().join("cache");
     let mut files = Vec::new();

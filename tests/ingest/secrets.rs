@@ -329,7 +329,7 @@ async fn a_secrets_file_read_mid_write_is_never_trusted() {
     let cut = final_text.find("expires_at = \"2020").unwrap();
     let (prefix, rest) = (final_text[..cut].to_owned(), final_text[cut..].to_owned());
     assert!(
-        wharf::secrets::Secrets::parse(&prefix).is_ok(),
+        wharf::ingest::Secrets::parse(&prefix).is_ok(),
         "the prefix must parse for the test to mean anything"
     );
     let path = written.secrets_path.clone();
@@ -370,7 +370,7 @@ async fn a_secrets_file_read_mid_write_is_never_trusted() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let longest = writer.join().unwrap();
-    if longest >= wharf::secrets::QUIET {
+    if longest >= wharf::ingest::SECRETS_QUIET {
         eprintln!("the writer stalled {longest:?}: the box is too loaded for this test to judge");
         return;
     }

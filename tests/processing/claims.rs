@@ -5,8 +5,7 @@
 use std::sync::Arc;
 
 use uuid::Uuid;
-use wharf::deliveries::{DeliveryRelay, Lane};
-use wharf::worker::Worker;
+use wharf::processing::{DeliveryRelay, Lane, Worker};
 
 use crate::common::*;
 use crate::support::*;

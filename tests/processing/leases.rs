@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use wharf::worker::Worker;
+use wharf::processing::Worker;
 
 use crate::common::*;
 use crate::support::*;

@@ -1,7 +1,7 @@
 //! The reconciler requeues accepted events whose processing marker or deliveries went
 //! missing; replay by filter; graceful shutdown releases nothing half-done.
 
-use wharf::reconcile::Reconciler;
+use wharf::processing::Reconciler;
 
 use crate::common::*;
 use crate::support::*;

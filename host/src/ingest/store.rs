@@ -149,7 +149,7 @@ async fn insert_event(
         Some(ObjectVersion::CreatedAt(v)) => (Some("created_at"), Some(v)),
         None => (None, None),
     };
-    let topic = crate::nats::accepted_topic(&event.endpoint_id, &event.event_type);
+    let topic = crate::support::subjects::accepted_topic(&event.endpoint_id, &event.event_type);
     let inserted: Option<Uuid> = sqlx::query_scalar(
         "WITH ins AS (
             INSERT INTO webhook_inbox (inbox_id, provider, endpoint_id, provider_event_id, event_type,

@@ -8,7 +8,9 @@ use crate::config::Config;
 
 const DEV_DIR: &str = ".wharf-dev";
 
-pub async fn run(config_path: &Path) -> anyhow::Result<()> {
+/// The config to serve, with a throwaway cluster started for it when it names no database;
+/// the caller serves it, then stops the cluster.
+pub fn prepare(config_path: &Path) -> anyhow::Result<(Config, Option<DevCluster>)> {
     let mut config = Config::load_unvalidated(config_path)?;
     let cluster = if config.database.url.is_none() {
         let cluster = DevCluster::start(Path::new(DEV_DIR))?;
@@ -17,15 +19,16 @@ pub async fn run(config_path: &Path) -> anyhow::Result<()> {
     } else {
         None
     };
-    config.validate()?;
-    let result = crate::cli::serve(config).await;
-    if let Some(cluster) = cluster {
-        cluster.stop();
+    if let Err(e) = config.validate() {
+        if let Some(cluster) = cluster {
+            cluster.stop();
+        }
+        return Err(e);
     }
-    result
+    Ok((config, cluster))
 }
 
-struct DevCluster {
+pub struct DevCluster {
     data: PathBuf,
     port: u16,
     bin: PathBuf,
@@ -77,7 +80,7 @@ impl DevCluster {
         format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
     }
 
-    fn stop(self) {
+    pub fn stop(self) {
         let as_root = running_as_root();
         let _ = exec(
             pg_command(as_root, &self.bin.join("pg_ctl"))

@@ -16,10 +16,10 @@ use sqlx::{Postgres, Row, Transaction};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use super::context::{MIN_IDLE, Processing, wait_for_work};
 use crate::config::EndpointConfig;
-use crate::failpoint;
-use crate::processing::{MIN_IDLE, Processing, wait_for_work};
-use crate::store::redact_db;
+use crate::ingest::redact_db;
+use crate::support::failpoint;
 
 /// One claimed inbox row. `claim_id` is the lease token, fresh for every claim and never
 /// reused (replay and giving a claim back leave it unmatched): every later update of the row
@@ -39,9 +39,9 @@ pub struct Claim {
     pub claim_id: Uuid,
 }
 
-/// What processing concluded about one event.
+/// What processing did to the projection for one event (its `outcome` column).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub enum Effect {
     /// The projection moved to this event's version.
     Applied,
     /// The projection already holds a newer version; nothing changed.
@@ -53,22 +53,22 @@ pub enum Outcome {
     NoObject,
 }
 
-impl Outcome {
+impl Effect {
     pub fn as_str(self) -> &'static str {
         match self {
-            Outcome::Applied => "applied",
-            Outcome::Stale => "stale",
-            Outcome::Unversioned => "unversioned",
-            Outcome::NoObject => "no_object",
+            Effect::Applied => "applied",
+            Effect::Stale => "stale",
+            Effect::Unversioned => "unversioned",
+            Effect::NoObject => "no_object",
         }
     }
 
     fn parse(s: &str) -> Self {
         match s {
-            "applied" => Outcome::Applied,
-            "stale" => Outcome::Stale,
-            "unversioned" => Outcome::Unversioned,
-            _ => Outcome::NoObject,
+            "applied" => Effect::Applied,
+            "stale" => Effect::Stale,
+            "unversioned" => Effect::Unversioned,
+            _ => Effect::NoObject,
         }
     }
 }
@@ -76,7 +76,7 @@ impl Outcome {
 /// One event committed as processed.
 struct Applied {
     inbox_id: Uuid,
-    outcome: Outcome,
+    outcome: Effect,
     deliveries: usize,
 }
 
@@ -398,7 +398,7 @@ async fn finish(
     state: Option<&str>,
     done: Option<&str>,
     targets: &[(&str, &str, u32)],
-) -> Result<Outcome, sqlx::Error> {
+) -> Result<Effect, sqlx::Error> {
     let outcome: String = sqlx::query_scalar(
         "WITH projected AS (
              INSERT INTO object_state AS o (provider, endpoint_id, object_id, version_kind,
@@ -457,7 +457,7 @@ async fn finish(
     .bind(targets.iter().map(|t| t.2 as i32).collect::<Vec<_>>())
     .fetch_one(&mut **tx)
     .await?;
-    Ok(Outcome::parse(&outcome))
+    Ok(Effect::parse(&outcome))
 }
 
 /// The (sink, target, max attempts) of every route matching the event; two routes to the

@@ -19,9 +19,9 @@ use sqlx::Row;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::failpoint;
-use crate::processing::{MIN_IDLE, Processing, wait_for_work};
-use crate::store::redact_db;
+use super::context::{MIN_IDLE, Processing, wait_for_work};
+use crate::ingest::redact_db;
+use crate::support::failpoint;
 
 const BATCH: i64 = 256;
 
@@ -115,7 +115,7 @@ impl OutboxRelay {
                 );
                 // Only the inbox id goes into a header (provider text is in the JSON body),
                 // so building them cannot fail in practice; it is not allowed to panic either.
-                let sent = match crate::nats::headers(&inbox_id.to_string(), &[]) {
+                let sent = match super::nats::headers(&inbox_id.to_string(), &[]) {
                     Ok(headers) => {
                         nats.publish(
                             nats.accepted_subject(&topic),

@@ -29,10 +29,10 @@ use sqlx::Row;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use super::context::{MIN_IDLE, Processing, wait_for_work};
 use crate::config::SinkKind;
-use crate::failpoint;
-use crate::processing::{MIN_IDLE, Processing, wait_for_work};
-use crate::store::redact_db;
+use crate::ingest::redact_db;
+use crate::support::failpoint;
 
 /// Sends at once, per relay (one relay per target).
 const IN_FLIGHT: usize = 32;
@@ -320,7 +320,7 @@ impl DeliveryRelay {
                 let nats = self.processing.nats.as_ref().ok_or_else(|| {
                     Failure::Transient("no [nats] configured on this host".into())
                 })?;
-                let headers = crate::nats::headers(&key, &headers).map_err(|e| unsendable(&e.0))?;
+                let headers = super::nats::headers(&key, &headers).map_err(|e| unsendable(&e.0))?;
                 nats.publish(
                     d.target.clone(),
                     headers,

@@ -10,66 +10,22 @@ use bytes::Bytes;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use crate::clock::SharedClock;
-use crate::config::{EndpointConfig, UnsupportedTypes, glob_match};
-use crate::failpoint;
-use crate::metrics::Metrics;
-use crate::processing::Signals;
-use crate::redact;
-use crate::secrets::{KeyEncoding, SecretStore, Secrets, SecretsError, TrustedKey};
-use crate::store::{Acceptance, NewEvent, ObjectVersion, Store, StoreError, Submission};
-use crate::verify::{self, VerifyError};
-use crate::wasm::{
-    self, AdapterFailure, AdapterSet, LoadedAdapter, Parsed, RejectionKind, RequestView,
+use super::error::IngestError;
+use super::secrets::{SecretStore, Secrets, SecretsError, TrustedKey};
+use super::store::{Acceptance, NewEvent, ObjectVersion, Store, Submission};
+use super::verify::{self, VerifyError};
+use crate::adapter::{
+    self, AdapterSet, KeyEncoding, LoadedAdapter, Parsed, RejectionKind, RequestView,
 };
+use crate::config::{EndpointConfig, UnsupportedTypes, glob_match};
+use crate::support::clock::SharedClock;
+use crate::support::failpoint;
+use crate::support::metrics::Metrics;
+use crate::support::redact;
+use crate::support::signals::Signals;
 
 /// Longest provider event id or event type kept; longer is a malformed envelope.
 const MAX_ID_BYTES: usize = 255;
-
-/// Every way a request can fail, each with one HTTP answer (see `http.rs`).
-#[derive(Debug, thiserror::Error)]
-pub enum IngestError {
-    #[error("no endpoint with this id")]
-    UnknownEndpoint,
-    #[error("too many or too large headers")]
-    HeadersTooLarge,
-    #[error("unsupported content type")]
-    UnsupportedMediaType,
-    #[error("body larger than {0} bytes")]
-    PayloadTooLarge(u64),
-    #[error("request body ended early")]
-    IncompleteBody,
-    #[error("signature verification failed")]
-    InvalidSignature(String),
-    #[error("signed timestamp outside the tolerance")]
-    StaleTimestamp(VerifyError),
-    #[error("the verified body could not be parsed")]
-    Malformed(String),
-    #[error("event type not supported by this endpoint")]
-    UnsupportedEventType(String),
-    #[error("storage unavailable")]
-    StorageUnavailable(#[from] StoreError),
-    #[error("secrets unavailable")]
-    SecretsUnavailable(#[from] SecretsError),
-    #[error("adapter unavailable")]
-    AdapterUnavailable(String),
-    /// The adapter's `prepare` asked for something the host refuses to call verification
-    /// (a check that skips the body, an unsigned timestamp, unbounded work): its fault, 503.
-    #[error("adapter broke the verification contract")]
-    AdapterContract(verify::ContractViolation),
-    /// The body budget cannot hold this request's body now; nothing of it was read.
-    #[error("too many request bodies in flight")]
-    Overloaded,
-    /// The body did not arrive within the body deadline; nothing was stored.
-    #[error("request body not received in time")]
-    BodyTimeout,
-}
-
-impl From<AdapterFailure> for IngestError {
-    fn from(e: AdapterFailure) -> Self {
-        IngestError::AdapterUnavailable(e.to_string())
-    }
-}
 
 /// What a request achieved.
 #[derive(Debug)]
@@ -79,7 +35,7 @@ pub enum Outcome {
     /// Verified, but of a type this endpoint ignores; nothing stored.
     Ignored(String),
     /// Verified handshake (Slack `url_verification`, Discord PING); nothing stored.
-    Handshake(wasm::Handshake),
+    Handshake(adapter::Handshake),
 }
 
 impl Outcome {
@@ -449,7 +405,11 @@ fn unsupported(endpoint: &EndpointConfig, detail: String) -> Result<Verified, In
     }
 }
 
-fn to_event(provider: &str, endpoint_id: &str, e: wasm::Envelope) -> Result<NewEvent, IngestError> {
+fn to_event(
+    provider: &str,
+    endpoint_id: &str,
+    e: adapter::Envelope,
+) -> Result<NewEvent, IngestError> {
     let bad = |what: &str| IngestError::Malformed(what.to_owned());
     if e.event_id.is_empty() || e.event_id.len() > MAX_ID_BYTES {
         return Err(bad("event id must be 1-255 bytes"));
@@ -477,10 +437,10 @@ fn to_event(provider: &str, endpoint_id: &str, e: wasm::Envelope) -> Result<NewE
         return Err(bad("object id and route must be at most 255 bytes"));
     }
     let object_version = match e.object_version {
-        Some(wasm::ObjectVersion::Sequence(v)) => Some(ObjectVersion::Sequence(
+        Some(adapter::ObjectVersion::Sequence(v)) => Some(ObjectVersion::Sequence(
             i64::try_from(v).map_err(|_| bad("object version too large"))?,
         )),
-        Some(wasm::ObjectVersion::CreatedAt(v)) => Some(ObjectVersion::CreatedAt(v)),
+        Some(adapter::ObjectVersion::CreatedAt(v)) => Some(ObjectVersion::CreatedAt(v)),
         None => None,
     };
     let created_at = e

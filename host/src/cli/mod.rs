@@ -3,13 +3,16 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod dev;
+mod scaffold;
+
 use clap::{Parser, Subcommand};
 
+use crate::adapter::{Sandbox, SandboxLimits};
 use crate::config::Config;
 use crate::events;
+use crate::ingest::Store;
 use crate::server::{ProcessingHost, Server, ServerOptions};
-use crate::store::Store;
-use crate::wasm::{Sandbox, SandboxLimits};
 
 #[derive(Parser)]
 #[command(
@@ -172,7 +175,14 @@ async fn run(command: Command) -> anyhow::Result<()> {
             println!("migrations applied");
             Ok(())
         }
-        Command::Dev { config } => crate::dev::run(&config).await,
+        Command::Dev { config } => {
+            let (config, cluster) = dev::prepare(&config)?;
+            let result = serve(config).await;
+            if let Some(cluster) = cluster {
+                cluster.stop();
+            }
+            result
+        }
         Command::Worker {
             config,
             count,
@@ -197,7 +207,7 @@ async fn adapter(command: AdapterCommand) -> anyhow::Result<()> {
             // verification contract on one) would be refused there.
             let fixtures = crate::reload::fixtures_dir(&file);
             if fixtures.is_dir() {
-                let report = crate::fixtures::run_dir(&adapter, &fixtures).await?;
+                let report = crate::reload::run_dir(&adapter, &fixtures).await?;
                 anyhow::ensure!(report.failed() == 0, "{}", report.summary());
             }
             Ok(())
@@ -211,7 +221,7 @@ async fn adapter(command: AdapterCommand) -> anyhow::Result<()> {
                 adapter.info.version,
                 fixtures.display()
             );
-            let report = crate::fixtures::run_dir(&adapter, &fixtures).await?;
+            let report = crate::reload::run_dir(&adapter, &fixtures).await?;
             print!("{}", report.render());
             anyhow::ensure!(report.failed() == 0, "{} fixtures failed", report.failed());
             Ok(())
@@ -225,7 +235,7 @@ async fn adapter(command: AdapterCommand) -> anyhow::Result<()> {
                     .ok_or_else(|| anyhow::anyhow!("no admin_listen in the config: use --admin"))?
                     .to_string(),
             };
-            let files: Vec<crate::reload::FileStatus> =
+            let files: Vec<crate::adapter::FileStatus> =
                 admin_get(&admin, "/admin/adapters").await?;
             println!(
                 "{:<28} {:<9} {:<20} {:<14} {:<12} error",
@@ -249,9 +259,9 @@ async fn adapter(command: AdapterCommand) -> anyhow::Result<()> {
             Ok(())
         }
         AdapterCommand::New { name, dir } => {
-            let created = crate::scaffold::new_adapter(&dir, &name)?;
+            let created = scaffold::new_adapter(&dir, &name)?;
             println!("created {}", created.display());
-            print!("{}", crate::scaffold::next_steps(&dir, &name));
+            print!("{}", scaffold::next_steps(&dir, &name));
             Ok(())
         }
     }

@@ -1,5 +1,5 @@
-//! HTTP: the public webhook route and the admin routes. Reads the exact raw bytes under the
-//! body limit while streaming, maps every `IngestError` to its answer in one place, and writes
+//! The public webhook route. Bounds what a request may cost before its body is read, reads the
+//! exact raw bytes under the body limit, answers every `IngestError` in one place, and writes
 //! one log line per request (never a secret, signature value or body).
 
 use std::sync::Arc;
@@ -10,20 +10,16 @@ use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::post;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde_json::json;
 use tokio::sync::Semaphore;
 
 use crate::ingest::{Ingest, IngestError, Outcome, RequestFacts, inbox_ids};
-use crate::metrics::Metrics;
-use crate::processing::Processing;
+use crate::support::metrics::Metrics;
 
 /// Seconds a client should wait before retrying a 503.
 const RETRY_AFTER_SECS: &str = "5";
-
-/// The OpenMetrics text that `Metrics::render` writes (typed counters, `_total`, `# EOF`).
-pub const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 #[derive(Clone)]
 pub struct HttpState {
@@ -44,67 +40,6 @@ pub fn public_router(state: HttpState) -> Router {
         )
         .fallback(not_found)
         .with_state(state)
-}
-
-pub fn admin_router(state: HttpState) -> Router {
-    Router::new()
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(ready))
-        .route("/metrics", get(metrics))
-        .route("/admin/adapters", get(adapter_status))
-        .with_state(state)
-}
-
-/// Every adapter file and what became of it (`wharf adapter status` reads this).
-async fn adapter_status(State(state): State<HttpState>) -> Response {
-    let adapters = state.ingest.adapters();
-    let files: Vec<_> = adapters.files().values().collect();
-    axum::Json(files).into_response()
-}
-
-async fn metrics(State(state): State<HttpState>) -> Response {
-    metrics_text(state.ingest.metrics())
-}
-
-fn metrics_text(metrics: &Metrics) -> Response {
-    let content_type = [(header::CONTENT_TYPE, METRICS_CONTENT_TYPE)];
-    (content_type, metrics.render()).into_response()
-}
-
-/// The admin listener of `wharf worker`: liveness, readiness (its database pool answers) and
-/// its own metrics.
-pub fn processing_admin_router(processing: Arc<Processing>) -> Router {
-    Router::new()
-        .route("/healthz", get(|| async { "ok" }))
-        .route(
-            "/readyz",
-            get(|State(p): State<Arc<Processing>>| async move {
-                match p.ping().await {
-                    Ok(()) => (StatusCode::OK, "ready").into_response(),
-                    Err(e) => {
-                        tracing::warn!(error = %e, "not ready: database");
-                        (StatusCode::SERVICE_UNAVAILABLE, "database unavailable").into_response()
-                    }
-                }
-            }),
-        )
-        .route(
-            "/metrics",
-            get(|State(p): State<Arc<Processing>>| async move { metrics_text(&p.metrics) }),
-        )
-        .with_state(processing)
-}
-
-/// Ready when the database answers and the secrets file is readable.
-async fn ready(State(state): State<HttpState>) -> Response {
-    if let Err(e) = state.ingest.store().ping().await {
-        tracing::warn!(error = %e, "not ready: database");
-        return (StatusCode::SERVICE_UNAVAILABLE, "database unavailable").into_response();
-    }
-    if state.ingest.secrets_readable().is_err() {
-        return (StatusCode::SERVICE_UNAVAILABLE, "secrets file unreadable").into_response();
-    }
-    (StatusCode::OK, "ready").into_response()
 }
 
 async fn method_not_allowed() -> Response {
@@ -146,9 +81,9 @@ async fn receive(
     let (outcome, inbox_id) = match &result {
         Ok(o @ Outcome::Stored(a)) => (o.code(), a.first().map(|a| a.inbox_id().to_string())),
         Ok(o) => (o.code(), None),
-        Err(e) => (error_code(e).1, None),
+        Err(e) => (e.status_and_code().1, None),
     };
-    let cause = result.as_ref().err().and_then(internal_cause);
+    let cause = result.as_ref().err().and_then(IngestError::internal_cause);
     let status = response.status().as_u16();
     let elapsed = started.elapsed();
     let latency_us = elapsed.as_micros() as u64;
@@ -346,59 +281,8 @@ fn outcome_response(outcome: &Outcome) -> Response {
     }
 }
 
-/// Status and public code of each error (DESIGN.md section 6).
-pub fn error_code(e: &IngestError) -> (StatusCode, &'static str) {
-    match e {
-        IngestError::UnknownEndpoint => (StatusCode::NOT_FOUND, "unknown_endpoint"),
-        IngestError::HeadersTooLarge => (
-            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-            "headers_too_large",
-        ),
-        IngestError::UnsupportedMediaType => {
-            (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type")
-        }
-        IngestError::PayloadTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
-        IngestError::IncompleteBody | IngestError::Malformed(_) => {
-            (StatusCode::BAD_REQUEST, "malformed")
-        }
-        IngestError::InvalidSignature(_) => (StatusCode::UNAUTHORIZED, "invalid_signature"),
-        IngestError::StaleTimestamp(_) => (StatusCode::UNAUTHORIZED, "stale_timestamp"),
-        IngestError::UnsupportedEventType(_) => {
-            (StatusCode::UNPROCESSABLE_ENTITY, "unsupported_event_type")
-        }
-        IngestError::StorageUnavailable(_) => {
-            (StatusCode::SERVICE_UNAVAILABLE, "storage_unavailable")
-        }
-        IngestError::SecretsUnavailable(_) => {
-            (StatusCode::SERVICE_UNAVAILABLE, "secrets_unavailable")
-        }
-        IngestError::AdapterUnavailable(_) | IngestError::AdapterContract(_) => {
-            (StatusCode::SERVICE_UNAVAILABLE, "adapter_unavailable")
-        }
-        IngestError::Overloaded => (StatusCode::SERVICE_UNAVAILABLE, "overloaded"),
-        IngestError::BodyTimeout => (StatusCode::REQUEST_TIMEOUT, "body_timeout"),
-    }
-}
-
-/// The cause kept for the log and never sent: it may name files, adapters or database state.
-pub fn internal_cause(e: &IngestError) -> Option<String> {
-    match e {
-        IngestError::InvalidSignature(d)
-        | IngestError::Malformed(d)
-        | IngestError::UnsupportedEventType(d) => Some(d.clone()),
-        IngestError::AdapterUnavailable(d) => Some(d.clone()),
-        IngestError::AdapterContract(v) => {
-            Some(format!("adapter broke the verification contract: {v}"))
-        }
-        IngestError::StaleTimestamp(e) => Some(e.to_string()),
-        IngestError::StorageUnavailable(e) => Some(e.to_string()),
-        IngestError::SecretsUnavailable(e) => Some(e.to_string()),
-        _ => None,
-    }
-}
-
 fn error_response(e: &IngestError) -> Response {
-    let (status, code) = error_code(e);
+    let (status, code) = e.status_and_code();
     let message = match e {
         // Public messages never say which check failed beyond the code.
         IngestError::PayloadTooLarge(limit) => format!("body larger than {limit} bytes"),

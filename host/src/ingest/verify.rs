@@ -10,8 +10,8 @@ use hmac::{Hmac, Mac};
 use memchr::memmem;
 use subtle::ConstantTimeEq;
 
-use crate::secrets::TrustedKey;
-use crate::wasm::{Part, Prepared};
+use super::secrets::TrustedKey;
+use crate::adapter::{MacAlgorithm, Part, Prepared};
 
 /// Checks in one `prepare` result (a batch signs each item separately).
 pub const MAX_CHECKS: usize = 64;
@@ -25,13 +25,6 @@ pub const MAX_SIGNATURE_BYTES: usize = 512;
 pub const MAX_LITERAL_BYTES: usize = 64 << 10;
 /// How many times, over all checks, the body may be hashed per trusted key.
 pub const MAX_BODY_PASSES: usize = 4;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MacAlgorithm {
-    Sha256,
-    Sha1,
-    Sha512,
-}
 
 /// Why a request is not authentic. All but `Contract` are answered 401; `Contract` is the
 /// adapter's fault (503 `adapter_unavailable`).
@@ -237,7 +230,7 @@ pub fn check_freshness(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wasm::Check;
+    use crate::adapter::Check;
 
     fn key(v: &str, k: &[u8]) -> TrustedKey {
         TrustedKey {

@@ -25,13 +25,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
+use crate::adapter::{AdapterSet, FileState, FileStatus, LoadedAdapter, Sandbox};
 use crate::ingest::Ingest;
-use crate::metrics::Metrics;
-use crate::wasm::{AdapterSet, LoadedAdapter, Sandbox};
+use crate::support::metrics::Metrics;
 
 /// Quiet time after the last event before a pass: an editor's save or a copy is several events.
 const DEBOUNCE: Duration = Duration::from_millis(200);
@@ -42,27 +41,6 @@ const MAX_DEBOUNCE: Duration = Duration::from_secs(2);
 const POLL_INTERVAL: Duration = Duration::from_secs(5);
 /// Longest error kept in the status table.
 const MAX_ERROR_BYTES: usize = 1024;
-
-/// What became of one file in the adapters folder; `/admin/adapters` lists these.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct FileStatus {
-    /// The file's name inside the adapters folder.
-    pub file: String,
-    /// `serving` (a version of this file serves), `refused` (nothing from it serves: it
-    /// failed vetting, or an earlier file in name order serves its adapter name) or `removed`.
-    pub state: String,
-    pub adapter: Option<String>,
-    /// The version serving from this file, if any.
-    pub version: Option<String>,
-    pub sha256: Option<String>,
-    pub loaded_at: Option<String>,
-    /// Fixtures that passed before the serving version was swapped in.
-    pub fixtures_passed: Option<usize>,
-    /// Why the last attempt failed; the serving version, if any, is the previous one.
-    pub last_error: Option<String>,
-    pub last_attempt_sha256: Option<String>,
-    pub last_attempt_at: Option<String>,
-}
 
 enum Change {
     Loaded {
@@ -142,8 +120,8 @@ impl Reloader {
         ingest: Arc<Ingest>,
         cancel: CancellationToken,
     ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-        let mut watch = crate::watch::watch_folder(&self.dir)?;
-        let poll = crate::watch::poll_interval(POLL_INTERVAL);
+        let mut watch = crate::support::watch::watch_folder(&self.dir)?;
+        let poll = crate::support::watch::poll_interval(POLL_INTERVAL);
         Ok(tokio::spawn(async move {
             loop {
                 tokio::select! {
@@ -213,7 +191,7 @@ impl Reloader {
             });
         }
         for (file, status) in current.files() {
-            if status.state != "removed" && !present.contains(file) {
+            if status.state != FileState::Removed && !present.contains(file) {
                 changes.push(Change::Removed { file: file.clone() });
             }
         }
@@ -231,7 +209,7 @@ impl Reloader {
         let fixtures = fixtures_dir(path);
         // Present in any form (a symlink too, which `run_dir` refuses).
         let passed = if std::fs::symlink_metadata(&fixtures).is_ok() {
-            let report = crate::fixtures::run_dir(&adapter, &fixtures).await?;
+            let report = super::fixtures::run_dir(&adapter, &fixtures).await?;
             anyhow::ensure!(report.failed() == 0, "{}", report.summary());
             Some(report.passed())
         } else {
@@ -263,7 +241,7 @@ impl Reloader {
                         refusal: None,
                     };
                     let status = files.entry(file.clone()).or_default();
-                    status.state = String::new(); // Decided below.
+                    status.state = FileState::Refused; // Until decided below.
                     status.last_attempt_sha256 = Some(adapter.sha256.clone());
                     status.last_attempt_at = Some(now.clone());
                 }
@@ -274,8 +252,8 @@ impl Reloader {
                 } => {
                     records.entry(file.clone()).or_default().refusal = Some(error.clone());
                     let status = files.entry(file.clone()).or_default();
-                    if status.state == "removed" {
-                        status.state = String::new();
+                    if status.state == FileState::Removed {
+                        status.state = FileState::Refused; // Until decided below.
                     }
                     status.last_attempt_sha256 = Some(sha256.clone());
                     status.last_attempt_at = Some(now.clone());
@@ -283,7 +261,7 @@ impl Reloader {
                 Change::Removed { file } => {
                     records.remove(file);
                     let status = files.entry(file.clone()).or_default();
-                    status.state = "removed".into();
+                    status.state = FileState::Removed;
                     status.version = None;
                     status.sha256 = None;
                     status.last_error = None;
@@ -298,11 +276,11 @@ impl Reloader {
         let mut served_by: HashMap<String, String> = HashMap::new();
         for (file, status) in &mut files {
             status.file = file.clone();
-            if status.state == "removed" {
+            if status.state == FileState::Removed {
                 continue;
             }
             let before = (
-                status.state.clone(),
+                status.state,
                 status.sha256.clone(),
                 status.last_error.clone(),
             );
@@ -311,7 +289,7 @@ impl Reloader {
             let Some(vetted) = record.and_then(|r| r.vetted.as_ref()) else {
                 // Nothing from this file ever passed: nothing serves from it.
                 clear_serving(status);
-                status.state = "refused".into();
+                status.state = FileState::Refused;
                 status.last_error = refusal;
                 continue;
             };
@@ -320,14 +298,14 @@ impl Reloader {
             status.adapter = Some(name.clone());
             if let Some(winner) = served_by.get(&name) {
                 clear_serving(status);
-                status.state = "refused".into();
+                status.state = FileState::Refused;
                 let duplicate = format!("adapter name {name:?} is already served by {winner}");
                 status.last_error = Some(match refusal {
                     Some(e) => bounded(format!("{duplicate}; its newest bytes were refused: {e}")),
                     None => duplicate.clone(),
                 });
                 // Once per takeover, not again when only its newest bytes change.
-                let already = before.0 == "refused"
+                let already = before.0 == FileState::Refused
                     && before
                         .2
                         .as_deref()
@@ -341,13 +319,13 @@ impl Reloader {
             }
             served_by.insert(name.clone(), file.clone());
             next.insert(Arc::clone(adapter));
-            status.state = "serving".into();
+            status.state = FileState::Serving;
             status.version = Some(adapter.info.version.clone());
             status.sha256 = Some(adapter.sha256.clone());
             status.loaded_at = Some(vetted.loaded_at.clone());
             status.fixtures_passed = vetted.fixtures_passed;
             status.last_error = refusal;
-            if (before.0.as_str(), before.1.as_ref()) != ("serving", status.sha256.as_ref()) {
+            if (before.0, before.1.as_ref()) != (FileState::Serving, status.sha256.as_ref()) {
                 tracing::info!(adapter = %name, version = %adapter.info.version, file = %file,
                     sha256 = %adapter.sha256, fixtures_passed = ?vetted.fixtures_passed,
                     "adapter loaded");

@@ -4,7 +4,7 @@
 //! An unreadable or invalid file fails closed: every endpoint answers 503
 //! `secrets_unavailable` until the file is fixed, because a half-read file could silently drop
 //! a revocation. For the same reason a new text is applied only once it has settled: two reads
-//! [`QUIET`] apart must agree, so an in-place edit is never trusted half-written (a prefix
+//! [`SECRETS_QUIET`] apart must agree, so an in-place edit is never trusted half-written (a prefix
 //! that parses, such as a version without its `expires_at` line, would otherwise serve until
 //! the next pass).
 
@@ -19,25 +19,17 @@ use serde::Deserialize;
 use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
+use crate::adapter::KeyEncoding;
+
 /// How often the file is re-read even without a change notification (network filesystems and
 /// some container mounts do not deliver inotify events); `WHARF_WATCH_POLL_MS` overrides it.
 const POLL_INTERVAL: Duration = Duration::from_secs(5);
 /// How long a new text must stay unchanged before it is applied. A writer that pauses longer
 /// than this mid-file is indistinguishable from one that finished: write a temporary file and
 /// rename it over the secrets file instead (atomic).
-pub const QUIET: Duration = Duration::from_millis(200);
+pub const SECRETS_QUIET: Duration = Duration::from_millis(200);
 /// At start, how many quiet spells to wait for a file that keeps changing before giving up.
 const START_ATTEMPTS: u32 = 50;
-
-/// How a secret's configured value becomes key bytes; declared by the adapter.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum KeyEncoding {
-    #[default]
-    Raw,
-    WhsecBase64,
-    Base64,
-    Hex,
-}
 
 /// A decoded key with the version it came from. Never printed.
 pub struct TrustedKey {
@@ -226,7 +218,7 @@ impl SecretStore {
         let text = loop {
             let text = seen.map_err(|e| anyhow::anyhow!("secrets file {}: {e}", path.display()))?;
             // Nothing serves yet, so blocking this thread for a quiet spell holds up nothing.
-            std::thread::sleep(QUIET);
+            std::thread::sleep(SECRETS_QUIET);
             seen = read(path);
             if seen.as_ref() == Ok(&text) {
                 break text;
@@ -310,7 +302,7 @@ impl SecretStore {
             }
             tokio::select! {
                 _ = cancel.cancelled() => return,
-                _ = tokio::time::sleep(QUIET) => {}
+                _ = tokio::time::sleep(SECRETS_QUIET) => {}
             }
             let again = read_now().await;
             if again == seen {
@@ -334,8 +326,8 @@ impl SecretStore {
             .filter(|p| !p.as_os_str().is_empty())
             .unwrap_or(Path::new("."))
             .to_owned();
-        let mut watch = crate::watch::watch_folder(&dir)?;
-        let poll = crate::watch::poll_interval(POLL_INTERVAL);
+        let mut watch = crate::support::watch::watch_folder(&dir)?;
+        let poll = crate::support::watch::poll_interval(POLL_INTERVAL);
         let this = Arc::clone(self);
         Ok(tokio::spawn(async move {
             loop {

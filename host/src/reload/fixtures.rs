@@ -30,11 +30,11 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
+use crate::adapter::LoadedAdapter;
 use crate::config::{EndpointConfig, UnsupportedTypes};
+use crate::ingest::ObjectVersion;
 use crate::ingest::{Admitted, Outcome, RequestFacts, Verified, verify_and_parse};
-use crate::secrets::Secrets;
-use crate::store::ObjectVersion;
-use crate::wasm::LoadedAdapter;
+use crate::ingest::{IngestError, Secrets};
 
 /// The secret set's name inside a fixture; endpoints in fixtures always use it.
 const FIXTURE_SET: &str = "fixture";
@@ -398,9 +398,9 @@ async fn run_case_in(
     // A breach of the verification contract fails the case whatever it expects: such a file
     // must never be swapped in, even with a fixture that anticipates the 503.
     if let Err(e @ crate::ingest::IngestError::AdapterContract(_)) = &result {
-        anyhow::bail!("{}", crate::http::internal_cause(e).unwrap_or_default());
+        anyhow::bail!("{}", e.internal_cause().unwrap_or_default());
     }
-    let cause = result.as_ref().err().and_then(crate::http::internal_cause);
+    let cause = result.as_ref().err().and_then(IngestError::internal_cause);
     Ok(Ran {
         expected,
         actual: outcome_of(result),
@@ -419,7 +419,7 @@ fn outcome_of(result: Result<Verified, crate::ingest::IngestError>) -> Expected 
     match result {
         Err(e) => {
             out.outcome = "rejected".into();
-            out.code = Some(crate::http::error_code(&e).1.into());
+            out.code = Some(e.status_and_code().1.into());
         }
         Ok(Verified::Done(Outcome::Handshake(h))) => {
             out.outcome = "handshake".into();

@@ -9,12 +9,12 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::processing::Processing;
-use crate::store::redact_db;
+use super::context::Processing;
+use crate::ingest::redact_db;
 
 /// What one pass found and did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, serde::Serialize)]
-pub struct Report {
+pub struct Audit {
     /// `PROCESSED` events without their `processed_events` marker: requeued.
     pub missing_marker: u64,
     /// `PROCESSED` events with fewer deliveries rows than were planned: requeued (the rerun
@@ -53,7 +53,7 @@ impl Reconciler {
     }
 
     /// One pass.
-    pub async fn try_execute(&self) -> anyhow::Result<Report> {
+    pub async fn try_execute(&self) -> anyhow::Result<Audit> {
         let p = &self.processing;
         let db = |e: sqlx::Error| anyhow::anyhow!(redact_db(&e));
         let missing_marker = sqlx::query(
@@ -89,7 +89,7 @@ impl Reconciler {
         .fetch_one(&p.pool)
         .await
         .map_err(db)?;
-        let report = Report {
+        let report = Audit {
             missing_marker,
             missing_deliveries,
             oldest_pending_seconds: oldest.unwrap_or(0.0),

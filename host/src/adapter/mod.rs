@@ -1,0 +1,24 @@
+//! The adapter sandbox: the only place wasmtime appears. Everything above sees host types.
+//!
+//! - `bindings`: the one `bindgen!` and the host side of the `request` resource
+//! - `sandbox`: engine, pooling allocator, linker, every limit, one guest call
+//! - `imports`: the import allowlist and the WIT package version a component targets
+//! - `info`: what `describe` declares, checked (`AdapterInfo`, `MacAlgorithm`, `KeyEncoding`)
+//! - `loaded`: a loaded adapter's `describe`, `prepare` and `parse`
+//! - `set`: the loaded adapters by name, with the status of every file
+
+mod bindings;
+mod imports;
+mod info;
+mod loaded;
+mod sandbox;
+mod set;
+
+pub use bindings::{
+    Check, Envelope, Handshake, ObjectVersion, Parsed, Part, Prepared, Rejection, RejectionKind,
+    RequestView,
+};
+pub use info::{AdapterInfo, KeyEncoding, MacAlgorithm};
+pub use loaded::LoadedAdapter;
+pub use sandbox::{AdapterFailure, Sandbox, SandboxLimits};
+pub use set::{AdapterSet, FileState, FileStatus};

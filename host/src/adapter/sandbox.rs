@@ -1,0 +1,406 @@
+//! The engine, the pooling allocator, the linker (WASI granted nothing, clocks that read zero
+//! and never wait), the compiled-component cache, and one call: a fresh store with a memory
+//! cap, an epoch deadline, hostcall fuel, a wall-clock bound and a captured stderr. Every
+//! limit is set here.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Semaphore;
+use wasmtime::component::{Component, HasSelf, Linker, Resource, ResourceTable};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store};
+use wasmtime::{StoreLimitsBuilder, Trap, UpdateDeadline};
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx};
+
+use crate::config::AdaptersConfig;
+
+use super::bindings::{Adapter, AdapterPre, GuestState, RequestView};
+use super::imports::check_imports;
+
+/// Epoch ticks are this long; call deadlines are counted in them.
+const EPOCH_TICK: Duration = Duration::from_millis(5);
+/// How much of a guest's stderr (its panic message) is kept for the log.
+const STDERR_CAPTURE_BYTES: usize = 2048;
+
+/// The sandbox's limits, set from `[adapters]` in the config.
+#[derive(Debug, Clone)]
+pub struct SandboxLimits {
+    /// Linear memory cap per instance.
+    pub memory_bytes: usize,
+    /// CPU deadline for one call (instantiation included).
+    pub call_timeout: Duration,
+    /// Instances that may run at once; the pooling allocator is sized from it.
+    pub max_concurrency: u32,
+    /// Upper bound on what a `prepare` or `parse` result may hold (literals, signatures, ids).
+    pub max_result_bytes: usize,
+    /// Threads that run guest code, apart from the threads serving HTTP and the database.
+    pub threads: usize,
+}
+
+impl SandboxLimits {
+    /// The limits `[adapters]` sets; the rest keep their defaults.
+    pub fn from_config(adapters: &AdaptersConfig) -> Self {
+        let defaults = Self::default();
+        Self {
+            // Validated to at most 4096 MiB; saturating for configs that skipped validation.
+            memory_bytes: adapters.memory_mib.saturating_mul(1 << 20),
+            call_timeout: Duration::from_millis(adapters.call_timeout_ms),
+            max_concurrency: adapters.max_concurrency,
+            threads: adapters.threads.unwrap_or(defaults.threads),
+            ..defaults
+        }
+    }
+
+    /// The host-side bound on one call's wall time, in addition to the epoch deadline (which
+    /// interrupts only running wasm, not a guest waiting in a host call).
+    pub fn wall_timeout(&self) -> Duration {
+        self.call_timeout * 2 + Duration::from_millis(100)
+    }
+}
+
+impl Default for SandboxLimits {
+    fn default() -> Self {
+        Self {
+            memory_bytes: 64 << 20,
+            call_timeout: Duration::from_millis(100),
+            max_concurrency: 64,
+            max_result_bytes: 256 << 10,
+            threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+        }
+    }
+}
+
+/// Why an adapter call produced no usable answer. Every case is the adapter's fault (503).
+#[derive(Debug, thiserror::Error)]
+pub enum AdapterFailure {
+    #[error("adapter exceeded its CPU deadline")]
+    Timeout,
+    #[error("adapter call exceeded its wall-clock bound of {0:?}")]
+    WallTimeout(Duration),
+    #[error("adapter trapped: {trap}{}", stderr_suffix(.stderr))]
+    Trap { trap: String, stderr: String },
+    #[error("adapter result too large: {0}")]
+    OversizedResult(String),
+}
+
+fn stderr_suffix(stderr: &str) -> String {
+    if stderr.is_empty() {
+        String::new()
+    } else {
+        format!(" (guest stderr: {stderr})")
+    }
+}
+
+/// Clocks that always read zero: adapters get no time source.
+struct NoClock;
+impl HostWallClock for NoClock {
+    fn resolution(&self) -> Duration {
+        Duration::from_secs(1)
+    }
+    fn now(&self) -> Duration {
+        Duration::ZERO
+    }
+}
+impl HostMonotonicClock for NoClock {
+    fn resolution(&self) -> u64 {
+        1_000_000_000
+    }
+    fn now(&self) -> u64 {
+        0
+    }
+}
+
+/// What a guest's sleeps and poll timeouts wait on: nothing. With no clock there is nothing
+/// worth waiting for, and a WASI call that blocked would hold a sandbox slot past the epoch
+/// deadline, which interrupts only running wasm.
+struct Ready;
+
+#[async_trait::async_trait]
+impl wasmtime_wasi::p2::Pollable for Ready {
+    async fn ready(&mut self) {}
+}
+
+/// The WASI clock interface whose subscriptions `Ready` replaces (the version
+/// `add_to_linker_async` defines; guests importing an older 0.2.x are matched to it).
+const MONOTONIC_CLOCK: &str = "wasi:clocks/monotonic-clock@0.2.12";
+
+fn ready_pollable(
+    mut store: wasmtime::StoreContextMut<'_, GuestState>,
+) -> wasmtime::Result<(Resource<wasmtime_wasi::p2::DynPollable>,)> {
+    let table = &mut store.data_mut().table;
+    let ready = table.push(Ready)?;
+    Ok((wasmtime_wasi::p2::subscribe(table, ready)?,))
+}
+
+/// The engine, linker and limits shared by every adapter.
+pub struct Sandbox {
+    engine: Engine,
+    linker: Linker<GuestState>,
+    limits: SandboxLimits,
+    permits: Arc<Semaphore>,
+    cache_dir: Option<PathBuf>,
+    /// Guest code runs here, never on the runtime serving HTTP and Postgres: a bulkhead, so a
+    /// burst of spinning adapters slows other adapters' calls, not acknowledgements or commits.
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        // Dropping a runtime blocks, which is not allowed inside another runtime.
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+impl Sandbox {
+    pub fn new(limits: SandboxLimits, cache_dir: Option<PathBuf>) -> anyhow::Result<Arc<Self>> {
+        let n = limits.max_concurrency.max(1);
+        let mut pool = PoolingAllocationConfig::default();
+        // Components built by Rust for wasm32-wasip2 hold a few core instances (the program,
+        // the WASI adapter, shims); size the pool for that, plus one-off `describe` calls.
+        pool.total_component_instances(n + 8)
+            .total_core_instances((n + 8) * 8)
+            .total_memories((n + 8) * 2)
+            .total_tables((n + 8) * 4)
+            .total_stacks(n + 8)
+            .max_core_instances_per_component(16)
+            .max_memories_per_component(2)
+            .max_tables_per_component(8)
+            .max_memory_size(limits.memory_bytes);
+        let mut config = Config::new();
+        config
+            .epoch_interruption(true)
+            // Traps are an adapter's failure, reported by name; a backtrace costs time per trap.
+            .wasm_backtrace_max_frames(None)
+            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool))
+            .max_wasm_stack(512 << 10);
+        let engine = Engine::new(&config).map_err(|e| anyhow::anyhow!("wasm engine: {e}"))?;
+
+        let weak = engine.weak();
+        std::thread::Builder::new()
+            .name("wharf-epoch".into())
+            .spawn(move || {
+                while let Some(engine) = weak.upgrade() {
+                    engine.increment_epoch();
+                    drop(engine);
+                    std::thread::sleep(EPOCH_TICK);
+                }
+            })?;
+
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| anyhow::anyhow!("{e}"))?;
+        linker.allow_shadowing(true);
+        let mut clock = linker
+            .instance(MONOTONIC_CLOCK)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        clock
+            .func_wrap("subscribe-duration", |store, (_,): (u64,)| {
+                ready_pollable(store)
+            })
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        clock
+            .func_wrap("subscribe-instant", |store, (_,): (u64,)| {
+                ready_pollable(store)
+            })
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        linker.allow_shadowing(false);
+        Adapter::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let permits = Arc::new(Semaphore::new(n as usize));
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(limits.threads.max(1))
+            .thread_name("wharf-wasm")
+            // The wall-clock bound on each call is a tokio timer.
+            .enable_time()
+            .build()?;
+        Ok(Arc::new(Self {
+            engine,
+            linker,
+            limits,
+            permits,
+            cache_dir,
+            runtime: Some(runtime),
+        }))
+    }
+
+    pub(super) fn runtime(&self) -> &tokio::runtime::Runtime {
+        self.runtime
+            .as_ref()
+            .expect("runtime lives as long as the sandbox")
+    }
+
+    /// Whether the caller already runs on the sandbox's threads.
+    pub(super) fn is_current(&self) -> bool {
+        tokio::runtime::Handle::try_current().is_ok_and(|h| h.id() == self.runtime().handle().id())
+    }
+
+    pub fn limits(&self) -> &SandboxLimits {
+        &self.limits
+    }
+
+    /// Compiles a component (or loads it from the cache) and checks its imports; returns
+    /// it linked, ready to instantiate, and the WIT package it targets.
+    pub(super) fn prepare_component(
+        self: &Arc<Self>,
+        component: &Component,
+    ) -> anyhow::Result<(AdapterPre<GuestState>, String)> {
+        let world = check_imports(&self.engine, component)?;
+        let pre = self
+            .linker
+            .instantiate_pre(component)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let pre = AdapterPre::new(pre).map_err(|e| anyhow::anyhow!("{e}"))?;
+        Ok((pre, world))
+    }
+
+    pub(super) fn compile(&self, bytes: &[u8], sha256: &str) -> anyhow::Result<Component> {
+        let Some(dir) = &self.cache_dir else {
+            return Component::from_binary(&self.engine, bytes).map_err(|e| anyhow::anyhow!("{e}"));
+        };
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        self.engine.precompile_compatibility_hash().hash(&mut h);
+        let cached = dir.join(format!("{sha256}-{:016x}.cwasm", h.finish()));
+        if cached.exists() {
+            // SAFETY: the cache holds only what `serialize` below wrote for this engine
+            // configuration; the directory is the operator's and must not be writable by others.
+            if let Ok(c) = unsafe { Component::deserialize_file(&self.engine, &cached) } {
+                return Ok(c);
+            }
+        }
+        let component =
+            Component::from_binary(&self.engine, bytes).map_err(|e| anyhow::anyhow!("{e}"))?;
+        if let Ok(serialized) = component.serialize() {
+            let tmp = dir.join(format!(".{sha256}.{}.tmp", std::process::id()));
+            let _ = std::fs::create_dir_all(dir)
+                .and_then(|_| std::fs::write(&tmp, serialized))
+                .and_then(|_| std::fs::rename(&tmp, &cached));
+        }
+        Ok(component)
+    }
+}
+
+/// Bounded memory, epoch deadline, captured stderr; a trapped store is dropped with the call.
+pub(super) async fn run_call<R, F>(
+    sandbox: &Sandbox,
+    pre: &AdapterPre<GuestState>,
+    req: Option<RequestView>,
+    f: F,
+) -> Result<R, AdapterFailure>
+where
+    F: for<'a> FnOnce(
+        &'a Adapter,
+        &'a mut Store<GuestState>,
+        Option<Resource<RequestView>>,
+    )
+        -> std::pin::Pin<Box<dyn Future<Output = wasmtime::Result<R>> + Send + 'a>>,
+{
+    // Never more instances at once than the pool holds: waiting here beats failing there.
+    let _permit = sandbox
+        .permits
+        .acquire()
+        .await
+        .expect("semaphore never closed");
+    let stderr = MemoryOutputPipe::new(STDERR_CAPTURE_BYTES);
+    let wasi = WasiCtx::builder()
+        .stderr(stderr.clone())
+        .wall_clock(NoClock)
+        .monotonic_clock(NoClock)
+        .build();
+    let limits = StoreLimitsBuilder::new()
+        .memory_size(sandbox.limits.memory_bytes)
+        .build();
+    let mut store = Store::new(
+        &sandbox.engine,
+        GuestState {
+            table: ResourceTable::new(),
+            wasi,
+            limits,
+        },
+    );
+    store.limiter(|s| &mut s.limits);
+    // Lifting a result (and any guest-to-host argument) is bounded while it is lifted, not
+    // after: a list of two million parts fails here instead of being allocated.
+    store.set_hostcall_fuel(sandbox.limits.max_result_bytes);
+    // Every tick the guest yields to the executor, so a spinning adapter cannot starve the
+    // requests (and commits) sharing its worker thread; after the budget it is interrupted.
+    let mut ticks_left = sandbox
+        .limits
+        .call_timeout
+        .as_millis()
+        .div_ceil(EPOCH_TICK.as_millis())
+        .max(1);
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(move |_| {
+        ticks_left -= 1;
+        Ok(if ticks_left == 0 {
+            UpdateDeadline::Interrupt
+        } else {
+            UpdateDeadline::Yield(1)
+        })
+    });
+
+    // Kept to withhold echoes of the request from the guest's stderr in the log.
+    let echo_source = req
+        .as_ref()
+        .map(|r| (r.body.clone(), Arc::clone(&r.headers)));
+    let req = match req {
+        Some(r) => Some(
+            store
+                .data_mut()
+                .table
+                .push(r)
+                .map_err(|e| AdapterFailure::Trap {
+                    trap: e.to_string(),
+                    stderr: String::new(),
+                })?,
+        ),
+        None => None,
+    };
+    let wall = sandbox.limits.wall_timeout();
+    let call = async {
+        match pre.instantiate_async(&mut store).await {
+            Ok(adapter) => f(&adapter, &mut store, req).await,
+            Err(e) => Err(e),
+        }
+    };
+    // Dropping the call mid-way is safe: the store is never used again.
+    let Ok(result) = tokio::time::timeout(wall, call).await else {
+        return Err(AdapterFailure::WallTimeout(wall));
+    };
+    result.map_err(|e| {
+        if matches!(e.downcast_ref::<Trap>(), Some(Trap::Interrupt)) {
+            return AdapterFailure::Timeout;
+        }
+        let message = e.to_string();
+        if message.contains("fuel allocated for hostcalls has been exhausted") {
+            return AdapterFailure::OversizedResult(format!(
+                "more than {} bytes crossed from the guest in one call",
+                sandbox.limits.max_result_bytes
+            ));
+        }
+        let captured = stderr.contents();
+        let captured =
+            String::from_utf8_lossy(&captured[..captured.len().min(STDERR_CAPTURE_BYTES)]);
+        let captured = match &echo_source {
+            Some((body, headers)) => {
+                crate::support::redact::adapter_text(captured.trim(), body, headers)
+            }
+            None => crate::support::redact::printable(
+                captured.trim(),
+                crate::support::redact::MAX_ADAPTER_TEXT_BYTES,
+            ),
+        };
+        let trap = match e.downcast_ref::<Trap>() {
+            Some(trap) => trap.to_string(),
+            None => message,
+        };
+        AdapterFailure::Trap {
+            trap,
+            stderr: captured,
+        }
+    })
+}

@@ -1,0 +1,77 @@
+//! The admin listener: liveness, readiness, metrics and the adapter files' status.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+
+use super::public::HttpState;
+use crate::processing::Processing;
+use crate::support::metrics::Metrics;
+
+/// The OpenMetrics text that `Metrics::render` writes (typed counters, `_total`, `# EOF`).
+pub const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+pub fn admin_router(state: HttpState) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(ready))
+        .route("/metrics", get(metrics))
+        .route("/admin/adapters", get(adapter_status))
+        .with_state(state)
+}
+
+/// Every adapter file and what became of it (`wharf adapter status` reads this).
+async fn adapter_status(State(state): State<HttpState>) -> Response {
+    let adapters = state.ingest.adapters();
+    let files: Vec<_> = adapters.files().values().collect();
+    axum::Json(files).into_response()
+}
+
+async fn metrics(State(state): State<HttpState>) -> Response {
+    metrics_text(state.ingest.metrics())
+}
+
+fn metrics_text(metrics: &Metrics) -> Response {
+    let content_type = [(header::CONTENT_TYPE, METRICS_CONTENT_TYPE)];
+    (content_type, metrics.render()).into_response()
+}
+
+/// The admin listener of `wharf worker`: liveness, readiness (its database pool answers) and
+/// its own metrics.
+pub fn processing_admin_router(processing: Arc<Processing>) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/readyz",
+            get(|State(p): State<Arc<Processing>>| async move {
+                match p.ping().await {
+                    Ok(()) => (StatusCode::OK, "ready").into_response(),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "not ready: database");
+                        (StatusCode::SERVICE_UNAVAILABLE, "database unavailable").into_response()
+                    }
+                }
+            }),
+        )
+        .route(
+            "/metrics",
+            get(|State(p): State<Arc<Processing>>| async move { metrics_text(&p.metrics) }),
+        )
+        .with_state(processing)
+}
+
+/// Ready when the database answers and the secrets file is readable.
+async fn ready(State(state): State<HttpState>) -> Response {
+    if let Err(e) = state.ingest.store().ping().await {
+        tracing::warn!(error = %e, "not ready: database");
+        return (StatusCode::SERVICE_UNAVAILABLE, "database unavailable").into_response();
+    }
+    if state.ingest.secrets_readable().is_err() {
+        return (StatusCode::SERVICE_UNAVAILABLE, "secrets file unreadable").into_response();
+    }
+    (StatusCode::OK, "ready").into_response()
+}

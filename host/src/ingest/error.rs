@@ -1,0 +1,110 @@
+//! The ingest boundary's one error type, with its status, public code and internal cause: the
+//! HTTP layer answers with them and the fixture runner compares them.
+
+use http::StatusCode;
+
+use super::secrets::SecretsError;
+use super::store::StoreError;
+use super::verify::{self, VerifyError};
+use crate::adapter::AdapterFailure;
+
+/// Every way a request can fail, each with one answer: its status and code, and
+/// the cause kept for the log.
+#[derive(Debug, thiserror::Error)]
+pub enum IngestError {
+    #[error("no endpoint with this id")]
+    UnknownEndpoint,
+    #[error("too many or too large headers")]
+    HeadersTooLarge,
+    #[error("unsupported content type")]
+    UnsupportedMediaType,
+    #[error("body larger than {0} bytes")]
+    PayloadTooLarge(u64),
+    #[error("request body ended early")]
+    IncompleteBody,
+    #[error("signature verification failed")]
+    InvalidSignature(String),
+    #[error("signed timestamp outside the tolerance")]
+    StaleTimestamp(VerifyError),
+    #[error("the verified body could not be parsed")]
+    Malformed(String),
+    #[error("event type not supported by this endpoint")]
+    UnsupportedEventType(String),
+    #[error("storage unavailable")]
+    StorageUnavailable(#[from] StoreError),
+    #[error("secrets unavailable")]
+    SecretsUnavailable(#[from] SecretsError),
+    #[error("adapter unavailable")]
+    AdapterUnavailable(String),
+    /// The adapter's `prepare` asked for something the host refuses to call verification
+    /// (a check that skips the body, an unsigned timestamp, unbounded work): its fault, 503.
+    #[error("adapter broke the verification contract")]
+    AdapterContract(verify::ContractViolation),
+    /// The body budget cannot hold this request's body now; nothing of it was read.
+    #[error("too many request bodies in flight")]
+    Overloaded,
+    /// The body did not arrive within the body deadline; nothing was stored.
+    #[error("request body not received in time")]
+    BodyTimeout,
+}
+
+impl IngestError {
+    /// Status and public code (DESIGN.md section 6), for answers, log lines, metrics and
+    /// fixtures alike.
+    pub fn status_and_code(&self) -> (StatusCode, &'static str) {
+        match self {
+            IngestError::UnknownEndpoint => (StatusCode::NOT_FOUND, "unknown_endpoint"),
+            IngestError::HeadersTooLarge => (
+                StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                "headers_too_large",
+            ),
+            IngestError::UnsupportedMediaType => {
+                (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type")
+            }
+            IngestError::PayloadTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
+            IngestError::IncompleteBody | IngestError::Malformed(_) => {
+                (StatusCode::BAD_REQUEST, "malformed")
+            }
+            IngestError::InvalidSignature(_) => (StatusCode::UNAUTHORIZED, "invalid_signature"),
+            IngestError::StaleTimestamp(_) => (StatusCode::UNAUTHORIZED, "stale_timestamp"),
+            IngestError::UnsupportedEventType(_) => {
+                (StatusCode::UNPROCESSABLE_ENTITY, "unsupported_event_type")
+            }
+            IngestError::StorageUnavailable(_) => {
+                (StatusCode::SERVICE_UNAVAILABLE, "storage_unavailable")
+            }
+            IngestError::SecretsUnavailable(_) => {
+                (StatusCode::SERVICE_UNAVAILABLE, "secrets_unavailable")
+            }
+            IngestError::AdapterUnavailable(_) | IngestError::AdapterContract(_) => {
+                (StatusCode::SERVICE_UNAVAILABLE, "adapter_unavailable")
+            }
+            IngestError::Overloaded => (StatusCode::SERVICE_UNAVAILABLE, "overloaded"),
+            IngestError::BodyTimeout => (StatusCode::REQUEST_TIMEOUT, "body_timeout"),
+        }
+    }
+
+    /// The cause kept for the log and never sent: it may name files, adapters or database
+    /// state.
+    pub fn internal_cause(&self) -> Option<String> {
+        match self {
+            IngestError::InvalidSignature(d)
+            | IngestError::Malformed(d)
+            | IngestError::UnsupportedEventType(d) => Some(d.clone()),
+            IngestError::AdapterUnavailable(d) => Some(d.clone()),
+            IngestError::AdapterContract(v) => {
+                Some(format!("adapter broke the verification contract: {v}"))
+            }
+            IngestError::StaleTimestamp(e) => Some(e.to_string()),
+            IngestError::StorageUnavailable(e) => Some(e.to_string()),
+            IngestError::SecretsUnavailable(e) => Some(e.to_string()),
+            _ => None,
+        }
+    }
+}
+
+impl From<AdapterFailure> for IngestError {
+    fn from(e: AdapterFailure) -> Self {
+        IngestError::AdapterUnavailable(e.to_string())
+    }
+}

@@ -1,0 +1,26 @@
+//! Ingest: steps 4 to 8 of the pipeline, after the HTTP layer has read the exact raw bytes.
+//!
+//! - `pipeline`: `Ingest` (admit, process) and `verify_and_parse`, the database-free steps 4 to 7
+//!   that the fixture runner shares
+//! - `verify`: what "verified" means, the MACs, freshness
+//! - `secrets`: the secrets file, hot-reloaded, failing closed
+//! - `store`: Postgres: migrations and `accept`, the one way events are stored
+//! - `error`: `IngestError`, its status, code and internal cause
+
+mod error;
+mod pipeline;
+mod secrets;
+mod store;
+mod verify;
+
+pub use error::IngestError;
+pub use pipeline::{
+    Admitted, Ingest, KeySource, Outcome, RequestFacts, Verified, inbox_ids, verify_and_parse,
+};
+pub use secrets::{SECRETS_QUIET, SecretStore, Secrets, SecretsError, TrustedKey, decode_key};
+pub use store::{Acceptance, NewEvent, ObjectVersion, Store, StoreError, Submission, redact_db};
+pub use verify::{
+    ContractViolation, MAX_BODY_PASSES, MAX_CHECKS, MAX_LITERAL_BYTES, MAX_PARTS,
+    MAX_SIGNATURE_BYTES, MAX_SIGNATURES, VerifyError, check_freshness, hash_budget, validate,
+    verify,
+};

@@ -1,0 +1,90 @@
+//! What every processing task shares: a database pool apart from the ingest pool, the config,
+//! metrics, the signals that wake them, NATS, and backoff.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::PgPool;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use tokio_util::sync::CancellationToken;
+
+use super::nats::Nats;
+use crate::config::Config;
+use crate::ingest::redact_db;
+use crate::support::metrics::Metrics;
+use crate::support::signals::Signals;
+
+/// What every processing task shares.
+pub struct Processing {
+    pub pool: PgPool,
+    pub config: Arc<Config>,
+    pub metrics: Arc<Metrics>,
+    pub signals: Arc<Signals>,
+    pub nats: Option<Arc<Nats>>,
+}
+
+impl Processing {
+    pub fn new(
+        config: Arc<Config>,
+        metrics: Arc<Metrics>,
+        signals: Arc<Signals>,
+    ) -> anyhow::Result<Self> {
+        let options: PgConnectOptions = config.database_url().parse()?;
+        let pool = PgPoolOptions::new()
+            .max_connections(config.worker.db_connections)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect_lazy_with(options.application_name("wharf-worker"));
+        let nats = config.nats.clone().map(|n| Arc::new(Nats::new(n)));
+        Ok(Self {
+            pool,
+            config,
+            metrics,
+            signals,
+            nats,
+        })
+    }
+
+    /// Full-jitter exponential backoff after `attempt` failed attempts: a uniformly random
+    /// wait up to `base * 2^(attempt-1)`, capped at the configured maximum.
+    pub fn backoff(&self, attempt: i32) -> Duration {
+        let w = &self.config.worker;
+        let exp = attempt.clamp(1, 30) as u32 - 1;
+        let ceiling = w
+            .backoff_base_ms
+            .saturating_mul(1u64 << exp)
+            .min(w.backoff_max_ms);
+        Duration::from_millis(fastrand::u64(0..=ceiling))
+    }
+
+    /// Whether the processing pool reaches the database (within two seconds).
+    pub async fn ping(&self) -> anyhow::Result<()> {
+        let query = sqlx::query("SELECT 1").execute(&self.pool);
+        tokio::time::timeout(Duration::from_secs(2), query)
+            .await
+            .map_err(|_| anyhow::anyhow!("database did not answer within 2 s"))?
+            .map_err(|e| anyhow::anyhow!(redact_db(&e)))?;
+        Ok(())
+    }
+
+    pub fn idle_poll(&self) -> Duration {
+        Duration::from_millis(self.config.worker.idle_poll_ms)
+    }
+}
+
+/// Sleeps until `woken`, the poll interval or cancellation, growing the interval while idle.
+/// Returns false when cancelled.
+pub async fn wait_for_work(
+    woken: impl Future<Output = ()>,
+    idle: &mut Duration,
+    max: Duration,
+    cancel: &CancellationToken,
+) -> bool {
+    tokio::select! {
+        _ = cancel.cancelled() => return false,
+        _ = woken => *idle = MIN_IDLE,
+        _ = tokio::time::sleep(*idle) => *idle = (*idle * 2).min(max),
+    }
+    true
+}
+
+pub const MIN_IDLE: Duration = Duration::from_millis(5);

@@ -1,0 +1,23 @@
+//! Processing: everything after acceptance, in `wharf serve` or `wharf worker`.
+//!
+//! - `context`: what every task shares (`Processing`: pool, config, signals, NATS, backoff)
+//! - `tasks`: starting them all
+//! - `worker`: leasing inbox rows, the built-in mutation, planning deliveries
+//! - `outbox`: the relay that publishes accepted-event notices
+//! - `deliveries`: the relay that sends deliveries to `http` and `nats` sinks
+//! - `reconcile`: the periodic audit that requeues what went missing
+//! - `nats`: the one lazy JetStream connection
+
+mod context;
+mod deliveries;
+mod nats;
+mod outbox;
+mod reconcile;
+mod tasks;
+mod worker;
+
+pub use context::Processing;
+pub use deliveries::{DeliveryRelay, Lane};
+pub use outbox::OutboxRelay;
+pub use reconcile::{Audit, Reconciler};
+pub use worker::{Claim, Effect, Worker};

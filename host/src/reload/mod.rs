@@ -1,0 +1,13 @@
+//! Hot reload of the adapters folder and the fixtures that vet each file.
+//!
+//! - `watcher`: `Reloader`, one pass over the folder (watch, debounce, poll), vetting, the swap
+//! - `fixtures`: the fixture format, the runner behind `wharf adapter test`, the bounded diff
+
+mod fixtures;
+mod watcher;
+
+pub use fixtures::{
+    CaseResult, Expected, ExpectedEvent, ExpectedHandshake, MAX_BODY_BYTES, MAX_DIFF_BYTES,
+    MAX_DIFF_LINES, MAX_TOML_BYTES, Ran, Report, diff, run_case, run_dir,
+};
+pub use watcher::{Reloader, fixtures_dir};

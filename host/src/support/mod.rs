@@ -1,0 +1,9 @@
+//! The bottom layer: leaves every other layer may use, and that use nothing of the crate.
+
+pub mod clock;
+pub mod failpoint;
+pub mod metrics;
+pub mod redact;
+pub mod signals;
+pub mod subjects;
+pub mod watch;
