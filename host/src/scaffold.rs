@@ -34,10 +34,10 @@ const LIB_RS: &str = r#"//! {name}: `X-Webhook-Signature: sha256=<hex>` over `ti
 
 use wharf_adapter_sdk::prelude::*;
 
-struct {Type};
-wharf_adapter_sdk::export_adapter!({Type});
+struct Adapter;
+wharf_adapter_sdk::export_adapter!(Adapter);
 
-impl Guest for {Type} {
+impl Guest for Adapter {
     /// Static facts: `name` is what endpoints refer to (`adapter = "{name}"`), `version` is
     /// logged with every request (bump it with every change). More: `.secret_encoding(...)`,
     /// `.event_types(["order.*"])`, `.ordering(...)`.
@@ -123,23 +123,10 @@ pub fn new_adapter(adapters_dir: &Path, name: &str) -> anyhow::Result<PathBuf> {
         crate_dir.join("Cargo.toml"),
         CARGO_TOML.replace("{name}", name),
     )?;
-    let lib_rs = LIB_RS
-        .replace("{name}", name)
-        .replace("{Type}", &type_name(name));
-    std::fs::write(crate_dir.join("src/lib.rs"), lib_rs)?;
+    std::fs::write(crate_dir.join("src/lib.rs"), LIB_RS.replace("{name}", name))?;
     write_fixtures(&crate_dir.join("fixtures"))?;
     std::fs::write(&workspace, manifest)?;
     Ok(crate_dir)
-}
-
-/// The adapter's type in the skeleton: `my-provider` is `MyProvider`.
-fn type_name(name: &str) -> String {
-    name.split('-')
-        .flat_map(|word| {
-            let mut chars = word.chars();
-            chars.next().map(|c| c.to_ascii_uppercase()).into_iter().chain(chars)
-        })
-        .collect()
 }
 
 /// What to run next, as printed by `wharf adapter new`.
