@@ -12,39 +12,27 @@
 //!
 //! JSON or form is chosen by `Content-Type`, or by a leading `{` when there is none.
 
-wit_bindgen::generate!({ path: "../../wit", world: "adapter" });
-wharf_adapter_sdk::adapter_helpers!();
+use wharf_adapter_sdk::prelude::*;
 
-use wharf::adapter::types::{
-    Algorithm, Check, Envelope, Handshake, Ordering, SecretEncoding, Tolerance,
-};
-use wharf_adapter_sdk as sdk;
+struct Slack;
+wharf_adapter_sdk::export_adapter!(Slack);
 
-struct Adapter;
-export!(Adapter);
-
-fn event(event_id: &str, event_type: &str, created_at: Option<i64>) -> Result<Parsed, Rejection> {
+/// An event whose id and type are both non-empty, else 400.
+fn checked_event(event_id: &str, event_type: &str) -> Result<Envelope, Rejection> {
     if event_id.is_empty() || event_type.is_empty() {
         return Err(malformed("empty event id or type"));
     }
-    Ok(Parsed::Events(vec![Envelope {
-        event_id: event_id.into(),
-        event_type: event_type.into(),
-        object_id: None,
-        object_version: None,
-        created_at,
-        route: None,
-    }]))
+    Ok(event(event_id, event_type))
 }
 
-fn parse_json(body: &[u8]) -> Result<Parsed, Rejection> {
-    let json = sdk::parse_json(body).ok_or_else(|| malformed("body is not JSON"))?;
+fn parse_events_api(body: &[u8]) -> Result<Parsed, Rejection> {
+    let json = parse_json(body).ok_or_else(|| malformed("body is not JSON"))?;
     let field = |path: &[&str]| {
-        sdk::str_at(&json, path).ok_or_else(|| malformed(&format!("missing {}", path.join("."))))
+        str_at(&json, path).ok_or_else(|| malformed(format!("missing {}", path.join("."))))
     };
     match field(&["type"])? {
         "url_verification" => {
-            let mut answer = sdk::Value::Object(Default::default());
+            let mut answer = Value::Object(Default::default());
             answer["challenge"] = field(&["challenge"])?.into();
             Ok(Parsed::Handshake(Handshake {
                 status: 200,
@@ -52,61 +40,43 @@ fn parse_json(body: &[u8]) -> Result<Parsed, Rejection> {
                 body: answer.to_string().into_bytes(),
             }))
         }
-        "event_callback" => event(
-            field(&["event_id"])?,
-            field(&["event", "type"])?,
-            sdk::i64_at(&json, &["event_time"]),
-        ),
+        "event_callback" => {
+            let event = checked_event(field(&["event_id"])?, field(&["event", "type"])?)?;
+            Ok(event.created_at(i64_at(&json, &["event_time"])).into())
+        }
         _ => Err(unsupported("Events API envelope type")),
     }
 }
 
 fn parse_form(body: &[u8]) -> Result<Parsed, Rejection> {
-    let pairs = sdk::form_pairs(body).ok_or_else(|| malformed("body is not a valid form"))?;
-    let get = |name: &str| sdk::form_value(&pairs, name);
+    let pairs = form_pairs(body).ok_or_else(|| malformed("body is not a valid form"))?;
+    let get = |name: &str| form_value(&pairs, name);
     let trigger_id = get("trigger_id").ok_or_else(|| malformed("missing trigger_id"));
     if let Some(command) = get("command") {
-        return event(trigger_id?, command, None);
+        return Ok(checked_event(trigger_id?, command)?.into());
     }
     let payload = get("payload").ok_or_else(|| malformed("neither command nor payload"))?;
-    let json = sdk::parse_json(payload.as_bytes()).ok_or_else(|| malformed("payload not JSON"))?;
-    let field = |key| sdk::str_at(&json, &[key]).ok_or_else(|| malformed("payload field"));
-    event(field("trigger_id")?, field("type")?, None)
+    let json = parse_json(payload.as_bytes()).ok_or_else(|| malformed("payload not JSON"))?;
+    let field = |key| str_at(&json, &[key]).ok_or_else(|| malformed("payload field"));
+    Ok(checked_event(field("trigger_id")?, field("type")?)?.into())
 }
 
-impl Guest for Adapter {
+impl Guest for Slack {
     fn describe() -> Description {
-        Description {
-            name: "slack".into(),
-            version: "0.1.0".into(),
-            event_types: Vec::new(),
-            max_body_bytes: None,
-            algorithm: Algorithm::HmacSha256,
-            secret_encoding: SecretEncoding::Raw,
-            tolerance: Some(Tolerance {
-                past_secs: 300,
-                future_secs: 300,
-            }),
-            ordering: Ordering::None,
-        }
+        Description::new("slack", "0.1.0", Algorithm::HmacSha256).tolerance(300, 300)
     }
 
     fn prepare(req: &Request) -> Result<Prepared, Rejection> {
         let timestamp = signature_header(req, "x-slack-request-timestamp")?;
-        let unix = sdk::parse_unix_timestamp(&timestamp)
+        let unix = parse_unix_timestamp(&timestamp)
             .ok_or_else(|| invalid("timestamp is not an integer"))?;
         let header = signature_header(req, "x-slack-signature")?;
         let hex = header
             .strip_prefix(b"v0=")
             .ok_or_else(|| invalid("expected v0="))?;
-        let signature = sdk::hex_decode(hex).ok_or_else(|| invalid("signature is not hex"))?;
-        Ok(Prepared {
-            checks: vec![Check {
-                message: pieces_then_body(&[b"v0", &timestamp], b':'),
-                signatures: vec![signature],
-            }],
-            timestamp: Some(unix),
-        })
+        let signature = hex_decode(hex).ok_or_else(|| invalid("signature is not hex"))?;
+        let message = pieces_then_body(&[b"v0", &timestamp], b':');
+        Ok(check(message, vec![signature]).timestamped(unix))
     }
 
     fn parse(req: &Request) -> Result<Parsed, Rejection> {
@@ -116,7 +86,7 @@ impl Guest for Adapter {
             None => body.trim_ascii_start().starts_with(b"{"),
         };
         if is_json {
-            parse_json(&body)
+            parse_events_api(&body)
         } else {
             parse_form(&body)
         }

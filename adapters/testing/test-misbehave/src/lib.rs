@@ -14,15 +14,10 @@
 //!
 //! `parse` returns one event whose id is `x-event-id` (default `evt_misbehave`).
 
-wit_bindgen::generate!({ path: "../../../wit", world: "adapter" });
-wharf_adapter_sdk::adapter_helpers!();
+use wharf_adapter_sdk::prelude::*;
 
-use wharf::adapter::types::{
-    Algorithm, Check, Envelope, Ordering, Part, SecretEncoding, Tolerance,
-};
-
-struct Adapter;
-export!(Adapter);
+struct TestMisbehave;
+wharf_adapter_sdk::export_adapter!(TestMisbehave);
 
 /// Burns CPU forever; `black_box` keeps the optimiser from proving the loop useless.
 fn spin() -> ! {
@@ -58,38 +53,20 @@ fn recurse(depth: u64) -> u64 {
 fn signed(req: &Request, message: Vec<Part>) -> Prepared {
     let signature = req
         .header("x-sig")
-        .and_then(|v| wharf_adapter_sdk::hex_decode(&v))
+        .and_then(|v| hex_decode(&v))
         .unwrap_or_else(|| vec![0; 32]);
-    Prepared {
-        checks: vec![Check {
-            message,
-            signatures: vec![signature],
-        }],
-        timestamp: Some(timestamp(req)),
-    }
+    check(message, vec![signature]).timestamped(timestamp(req))
 }
 
 fn timestamp(req: &Request) -> i64 {
     req.header("x-ts")
-        .and_then(|v| wharf_adapter_sdk::parse_unix_timestamp(&v))
+        .and_then(|v| parse_unix_timestamp(&v))
         .unwrap_or(0)
 }
 
-impl Guest for Adapter {
+impl Guest for TestMisbehave {
     fn describe() -> Description {
-        Description {
-            name: "test-misbehave".into(),
-            version: "0.1.0".into(),
-            event_types: Vec::new(),
-            max_body_bytes: None,
-            algorithm: Algorithm::HmacSha256,
-            secret_encoding: SecretEncoding::Raw,
-            tolerance: Some(Tolerance {
-                past_secs: 300,
-                future_secs: 300,
-            }),
-            ordering: Ordering::None,
-        }
+        Description::new("test-misbehave", "0.1.0", Algorithm::HmacSha256).tolerance(300, 300)
     }
 
     fn prepare(req: &Request) -> Result<Prepared, Rejection> {
@@ -125,7 +102,7 @@ impl Guest for Adapter {
                 vec![Part::Literal([ts.as_slice(), b".wharf"].concat())],
             )),
             b"ts-unsigned" => Ok(signed(req, pieces_then_body(&[b"wharf"], b'.'))),
-            b"echo" => Err(invalid(&String::from_utf8_lossy(&req.body()))),
+            b"echo" => Err(invalid(String::from_utf8_lossy(&req.body()))),
             _ => Err(invalid("set x-misbehave")),
         }
     }
@@ -133,15 +110,8 @@ impl Guest for Adapter {
     fn parse(req: &Request) -> Result<Parsed, Rejection> {
         let event_id = req
             .header("x-event-id")
-            .and_then(wharf_adapter_sdk::utf8_nonempty)
+            .and_then(utf8_nonempty)
             .unwrap_or_else(|| "evt_misbehave".into());
-        Ok(Parsed::Events(vec![Envelope {
-            event_id,
-            event_type: "misbehave.test".into(),
-            object_id: None,
-            object_version: None,
-            created_at: None,
-            route: None,
-        }]))
+        Ok(event(event_id, "misbehave.test").into())
     }
 }

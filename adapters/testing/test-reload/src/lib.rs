@@ -3,11 +3,7 @@
 //! in a copy of the built file: `reload-vNN` serves; `reload-tNN` panics in `prepare`, so its
 //! fixtures fail and it must never serve. Never deploy it.
 
-wit_bindgen::generate!({ path: "../../../wit", world: "adapter" });
-wharf_adapter_sdk::adapter_helpers!();
-
-use wharf::adapter::types::{Algorithm, Check, Envelope, Ordering, Part, SecretEncoding};
-use wharf_adapter_sdk as sdk;
+use wharf_adapter_sdk::prelude::*;
 
 /// Exactly ten bytes, unique in the component: the test patches them in place.
 static VERSION: [u8; 10] = *b"reload-v00";
@@ -17,21 +13,13 @@ fn version() -> &'static [u8] {
     core::hint::black_box(&VERSION)
 }
 
-struct Adapter;
-export!(Adapter);
+struct TestReload;
+wharf_adapter_sdk::export_adapter!(TestReload);
 
-impl Guest for Adapter {
+impl Guest for TestReload {
     fn describe() -> Description {
-        Description {
-            name: "test-reload".into(),
-            version: String::from_utf8_lossy(version()).into_owned(),
-            event_types: Vec::new(),
-            max_body_bytes: None,
-            algorithm: Algorithm::HmacSha256,
-            secret_encoding: SecretEncoding::Raw,
-            tolerance: None,
-            ordering: Ordering::None,
-        }
+        let version = String::from_utf8_lossy(version());
+        Description::new("test-reload", version, Algorithm::HmacSha256)
     }
 
     fn prepare(req: &Request) -> Result<Prepared, Rejection> {
@@ -42,28 +30,12 @@ impl Guest for Adapter {
         let hex = header
             .strip_prefix(b"sha256=")
             .ok_or_else(|| invalid("expected sha256="))?;
-        Ok(Prepared {
-            checks: vec![Check {
-                message: vec![Part::RawBody],
-                signatures: vec![sdk::hex_decode(hex).ok_or_else(|| invalid("not hex"))?],
-            }],
-            timestamp: None,
-        })
+        let signature = hex_decode(hex).ok_or_else(|| invalid("not hex"))?;
+        Ok(check(vec![Part::RawBody], vec![signature]).into())
     }
 
     fn parse(req: &Request) -> Result<Parsed, Rejection> {
-        let required = |name: &str| {
-            req.header(name)
-                .and_then(sdk::utf8_nonempty)
-                .ok_or_else(|| malformed(&format!("missing or repeated {name}")))
-        };
-        Ok(Parsed::Events(vec![Envelope {
-            event_id: required("x-github-delivery")?,
-            event_type: required("x-github-event")?,
-            object_id: None,
-            object_version: None,
-            created_at: None,
-            route: None,
-        }]))
+        let id = required_header(req, "x-github-delivery")?;
+        Ok(event(id, required_header(req, "x-github-event")?).into())
     }
 }

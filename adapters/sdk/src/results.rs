@@ -1,0 +1,278 @@
+//! What `describe`, `prepare` and `parse` return: constructors, so an adapter names only the
+//! fields it sets (everything left out is empty: `None`, no event types), rejections, and
+//! readers that reject with the kind their stage calls for.
+
+use crate::bindings::wharf::adapter::types::{
+    Algorithm, Check, Description, Envelope, ObjectVersion, Ordering, Parsed, Part, Prepared,
+    Rejection, RejectionKind, Request, SecretEncoding, Tolerance,
+};
+use crate::decode::{Value, prefix_before_body, str_at, utf8_nonempty};
+
+impl Description {
+    /// Any event type, no body limit of its own, the secret's UTF-8 bytes as the key (`Raw`),
+    /// no signed timestamp, no ordering.
+    pub fn new(name: impl Into<String>, version: impl Into<String>, algorithm: Algorithm) -> Self {
+        Self {
+            name: name.into(),
+            version: version.into(),
+            event_types: Vec::new(),
+            max_body_bytes: None,
+            algorithm,
+            secret_encoding: SecretEncoding::Raw,
+            tolerance: None,
+            ordering: Ordering::None,
+        }
+    }
+
+    /// How the configured secret becomes key bytes, when not its UTF-8 bytes as written.
+    pub fn secret_encoding(self, secret_encoding: SecretEncoding) -> Self {
+        Self {
+            secret_encoding,
+            ..self
+        }
+    }
+
+    /// How old (`past_secs`) and how far ahead (`future_secs`) a signed timestamp may be.
+    pub fn tolerance(self, past_secs: u64, future_secs: u64) -> Self {
+        let tolerance = Some(Tolerance {
+            past_secs,
+            future_secs,
+        });
+        Self { tolerance, ..self }
+    }
+
+    pub fn ordering(self, ordering: Ordering) -> Self {
+        Self { ordering, ..self }
+    }
+
+    /// Globs (`*` matches any run of characters); without any, every type is accepted.
+    pub fn event_types<S: Into<String>>(self, globs: impl IntoIterator<Item = S>) -> Self {
+        let event_types = globs.into_iter().map(Into::into).collect();
+        Self {
+            event_types,
+            ..self
+        }
+    }
+
+    pub fn max_body_bytes(self, bytes: u64) -> Self {
+        let max_body_bytes = Some(bytes);
+        Self {
+            max_body_bytes,
+            ..self
+        }
+    }
+}
+
+/// One signature check: the signed `message` and the candidate signatures, decoded to bytes.
+pub fn check(message: Vec<Part>, signatures: Vec<Vec<u8>>) -> Check {
+    Check {
+        message,
+        signatures,
+    }
+}
+
+impl Check {
+    /// This check alone, with the signed timestamp (Unix seconds) the host checks freshness of.
+    pub fn timestamped(self, unix: i64) -> Prepared {
+        Prepared {
+            checks: vec![self],
+            timestamp: Some(unix),
+        }
+    }
+}
+
+/// This check alone, for a scheme that signs no timestamp.
+impl From<Check> for Prepared {
+    fn from(check: Check) -> Self {
+        Self {
+            checks: vec![check],
+            timestamp: None,
+        }
+    }
+}
+
+/// An event with no object, version, creation time or route; add them with the methods.
+pub fn event(event_id: impl Into<String>, event_type: impl Into<String>) -> Envelope {
+    Envelope {
+        event_id: event_id.into(),
+        event_type: event_type.into(),
+        object_id: None,
+        object_version: None,
+        created_at: None,
+        route: None,
+    }
+}
+
+// Each takes an `Option` too, since most values come from a body that may lack them.
+impl Envelope {
+    pub fn object<'a>(self, object_id: impl Into<Option<&'a str>>) -> Self {
+        let object_id = object_id.into().map(Into::into);
+        Self { object_id, ..self }
+    }
+
+    pub fn version(self, object_version: impl Into<Option<ObjectVersion>>) -> Self {
+        let object_version = object_version.into();
+        Self {
+            object_version,
+            ..self
+        }
+    }
+
+    /// When the provider created the event (Unix seconds).
+    pub fn created_at(self, unix: impl Into<Option<i64>>) -> Self {
+        let created_at = unix.into();
+        Self { created_at, ..self }
+    }
+
+    pub fn route<'a>(self, route: impl Into<Option<&'a str>>) -> Self {
+        let route = route.into().map(Into::into);
+        Self { route, ..self }
+    }
+}
+
+/// One event.
+impl From<Envelope> for Parsed {
+    fn from(event: Envelope) -> Self {
+        Self::Events(vec![event])
+    }
+}
+
+fn rejection(kind: RejectionKind, detail: impl Into<String>) -> Rejection {
+    Rejection {
+        kind,
+        detail: detail.into(),
+    }
+}
+
+/// 401 `invalid_signature`: for anything wrong before verification.
+pub fn invalid(detail: impl Into<String>) -> Rejection {
+    rejection(RejectionKind::InvalidSignature, detail)
+}
+
+/// 400 `malformed`: a verified body whose envelope cannot be read.
+pub fn malformed(detail: impl Into<String>) -> Rejection {
+    rejection(RejectionKind::Malformed, detail)
+}
+
+/// 422 `unsupported_event_type` (or ignored, per endpoint).
+pub fn unsupported(detail: impl Into<String>) -> Rejection {
+    rejection(RejectionKind::UnsupportedEventType, detail)
+}
+
+/// The signed message `piece SEP piece SEP ... body`: literals, then the raw body by
+/// reference (never copied back to the host).
+pub fn pieces_then_body(pieces: &[&[u8]], sep: u8) -> Vec<Part> {
+    vec![
+        Part::Literal(prefix_before_body(pieces, sep)),
+        Part::RawBody,
+    ]
+}
+
+/// A header present exactly once and non-empty; missing, empty or repeated is 401.
+pub fn signature_header(req: &Request, name: &str) -> Result<Vec<u8>, Rejection> {
+    req.header(name)
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| invalid(format!("missing, empty or repeated {name}")))
+}
+
+/// After verification, a header carrying part of the event (its id or type): present once
+/// and non-empty UTF-8, else 400.
+pub fn required_header(req: &Request, name: &str) -> Result<String, Rejection> {
+    req.header(name)
+        .and_then(utf8_nonempty)
+        .ok_or_else(|| malformed(format!("missing or repeated {name}")))
+}
+
+/// The non-empty string at `path` of a verified body, else 400.
+pub fn required_str<'a>(json: &'a Value, path: &[&str]) -> Result<&'a str, Rejection> {
+    str_at(json, path)
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| malformed(format!("missing {}", path.join("."))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn descriptions_default_to_empty() {
+        let d = Description::new("acme", "0.1.0", Algorithm::HmacSha1);
+        assert_eq!((d.name.as_str(), d.version.as_str()), ("acme", "0.1.0"));
+        assert!(d.event_types.is_empty() && d.max_body_bytes.is_none() && d.tolerance.is_none());
+        assert!(matches!(d.algorithm, Algorithm::HmacSha1));
+        assert!(matches!(d.secret_encoding, SecretEncoding::Raw));
+        assert!(matches!(d.ordering, Ordering::None));
+        let d = d
+            .secret_encoding(SecretEncoding::Hex)
+            .tolerance(300, 60)
+            .ordering(Ordering::Sequence)
+            .event_types(["order.*"])
+            .max_body_bytes(1024);
+        let t = d.tolerance.unwrap();
+        assert_eq!((t.past_secs, t.future_secs), (300, 60));
+        assert!(matches!(d.secret_encoding, SecretEncoding::Hex));
+        assert!(matches!(d.ordering, Ordering::Sequence));
+        assert_eq!(
+            (d.event_types, d.max_body_bytes),
+            (vec!["order.*".into()], Some(1024))
+        );
+    }
+
+    #[test]
+    fn events_set_only_what_is_given() {
+        let e = event("evt_1", "order.created");
+        assert_eq!(
+            (e.event_id.as_str(), e.event_type.as_str()),
+            ("evt_1", "order.created")
+        );
+        assert!(e.object_id.is_none() && e.object_version.is_none());
+        assert!(e.created_at.is_none() && e.route.is_none());
+        let e = e
+            .object("ord_1")
+            .version(ObjectVersion::Sequence(7))
+            .created_at(17)
+            .route(None);
+        assert_eq!(e.object_id.as_deref(), Some("ord_1"));
+        assert!(matches!(e.object_version, Some(ObjectVersion::Sequence(7))));
+        assert_eq!((e.created_at, e.route.as_deref()), (Some(17), None));
+        let Parsed::Events(events) = Parsed::from(e.object(None)) else {
+            panic!("one event")
+        };
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].object_id, None);
+    }
+
+    #[test]
+    fn checks_and_rejections() {
+        let message = pieces_then_body(&[b"msg_1", b"17"], b'.');
+        assert!(
+            matches!(&message[..], [Part::Literal(l), Part::RawBody] if l == b"msg_1.17."),
+            "{message:?}"
+        );
+        let prepared = check(message, vec![vec![1]]).timestamped(17);
+        assert_eq!((prepared.checks.len(), prepared.timestamp), (1, Some(17)));
+        let prepared = Prepared::from(check(vec![Part::RawBody], vec![vec![1]]));
+        assert_eq!(prepared.checks[0].signatures, [[1]]);
+        assert_eq!(prepared.timestamp, None);
+
+        let r = invalid("missing t");
+        assert!(matches!(r.kind, RejectionKind::InvalidSignature));
+        assert_eq!(r.detail, "missing t");
+        assert!(matches!(malformed("x").kind, RejectionKind::Malformed));
+        assert!(matches!(
+            unsupported("x").kind,
+            RejectionKind::UnsupportedEventType
+        ));
+    }
+
+    #[test]
+    fn required_strings() {
+        let json = crate::parse_json(br#"{"id":"evt_1","empty":"","data":{"n":1}}"#).unwrap();
+        assert_eq!(required_str(&json, &["id"]).unwrap(), "evt_1");
+        for path in [&["empty"][..], &["data", "n"], &["data", "id"]] {
+            let r = required_str(&json, path).unwrap_err();
+            assert!(matches!(r.kind, RejectionKind::Malformed));
+            assert_eq!(r.detail, format!("missing {}", path.join(".")));
+        }
+    }
+}
