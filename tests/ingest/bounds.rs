@@ -9,7 +9,7 @@ use tokio::net::TcpStream;
 use wharf::config::Config;
 use wharf::{Server, ServerOptions};
 
-use crate::common::*;
+use crate::support::{app::*, http::*, signing::*};
 
 /// A GitHub request head declaring `len` body bytes (the signature is never checked: these
 /// bodies never arrive whole).
@@ -42,11 +42,11 @@ async fn read_answer(stream: &mut TcpStream, within: Duration) -> String {
 
 #[tokio::test]
 async fn headers_that_never_finish_are_cut_after_the_header_timeout() {
-    let app = app()
-        .write()
+    let app = TestApp::builder()
+        .write_config()
         .await
-        .server_toml("header_timeout_ms = 500")
-        .spawn()
+        .append_server_toml("header_timeout_ms = 500")
+        .start()
         .await;
 
     // Stalled half-way through the head.
@@ -87,11 +87,11 @@ async fn headers_that_never_finish_are_cut_after_the_header_timeout() {
 
 #[tokio::test]
 async fn idle_keep_alive_connections_are_closed_after_the_idle_timeout() {
-    let app = app()
-        .write()
+    let app = TestApp::builder()
+        .write_config()
         .await
-        .server_toml("header_timeout_ms = 500")
-        .spawn()
+        .append_server_toml("header_timeout_ms = 500")
+        .start()
         .await;
     let mut stream = TcpStream::connect(app.addr).await.unwrap();
     stream
@@ -114,11 +114,11 @@ async fn idle_keep_alive_connections_are_closed_after_the_idle_timeout() {
 
 #[tokio::test]
 async fn a_stalled_body_is_answered_408_and_closed_after_the_body_deadline() {
-    let app = app()
-        .write()
+    let app = TestApp::builder()
+        .write_config()
         .await
-        .server_toml("body_timeout_ms = 500")
-        .spawn()
+        .append_server_toml("body_timeout_ms = 500")
+        .start()
         .await;
     let mut stream = TcpStream::connect(app.addr).await.unwrap();
     stream.write_all(head(100).as_bytes()).await.unwrap();
@@ -140,14 +140,14 @@ async fn a_stalled_body_is_answered_408_and_closed_after_the_body_deadline() {
 #[tokio::test]
 async fn past_the_body_budget_requests_get_503_overloaded_before_their_body_is_read() {
     let mib = 1usize << 20;
-    let app = app()
-        .write()
+    let app = TestApp::builder()
+        .write_config()
         .await
-        .server_toml(&format!(
+        .append_server_toml(&format!(
             "max_buffered_bytes = {}\nbody_timeout_ms = 120000",
             3 * mib
         ))
-        .spawn()
+        .start()
         .await;
     // Three uploads declare 1 MiB, send one byte less and stall: the budget is full.
     let mut stalled = Vec::new();
@@ -184,7 +184,7 @@ async fn past_the_body_budget_requests_get_503_overloaded_before_their_body_is_r
         let answer = app
             .post(
                 "github",
-                &refs(&github_headers(&body, "after")),
+                &refs(&signed_github_headers(&body, "after")),
                 body.clone(),
             )
             .await;
@@ -200,11 +200,11 @@ async fn past_the_body_budget_requests_get_503_overloaded_before_their_body_is_r
 
 #[tokio::test]
 async fn the_connection_cap_holds_further_connections_until_one_closes() {
-    let app = app()
-        .write()
+    let app = TestApp::builder()
+        .write_config()
         .await
-        .server_toml("max_connections = 2\nheader_timeout_ms = 60000")
-        .spawn()
+        .append_server_toml("max_connections = 2\nheader_timeout_ms = 60000")
+        .start()
         .await;
     let request = b"GET /nothing-here HTTP/1.1\r\nhost: x\r\n\r\n";
     let mut open = Vec::new();
@@ -230,7 +230,7 @@ async fn the_connection_cap_holds_further_connections_until_one_closes() {
 #[tokio::test]
 async fn metrics_are_served_as_openmetrics_on_both_admin_listeners() {
     let openmetrics = "application/openmetrics-text; version=1.0.0; charset=utf-8";
-    let app = app().spawn().await;
+    let app = TestApp::builder().start().await;
     let response = app
         .client
         .get(format!("{}/metrics", app.admin))
@@ -254,9 +254,9 @@ async fn metrics_are_served_as_openmetrics_on_both_admin_listeners() {
 
 #[tokio::test]
 async fn a_config_value_out_of_range_stops_wharf_serve_naming_key_and_range() {
-    let written = app()
-        .database_toml("commit_timeout_ms = 5000")
-        .write()
+    let written = TestApp::builder()
+        .append_database_toml("commit_timeout_ms = 5000")
+        .write_config()
         .await;
     let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_wharf"))
         .arg("serve")
@@ -277,11 +277,11 @@ async fn a_config_value_out_of_range_stops_wharf_serve_naming_key_and_range() {
 
 #[tokio::test]
 async fn a_tolerance_on_an_adapter_that_signs_no_timestamp_is_refused_at_start() {
-    let written = app()
-        .endpoints(
+    let written = TestApp::builder()
+        .add_endpoints(
             "\n[[endpoint]]\nid = \"github-strict\"\nadapter = \"github\"\nsecret = \"github\"\ntolerance_secs = 300\n",
         )
-        .write()
+        .write_config()
         .await;
     let config = Config::load(&written.config_path).unwrap();
     let error = match Server::start(config, ServerOptions::default()).await {

@@ -1,26 +1,14 @@
 //! The `wharf` binary's commands, run as a user would.
 
-use std::process::Command;
-
-use crate::common::*;
-
-fn wharf(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_wharf"))
-        .args(args)
-        .env_remove("WHARF_DATABASE_URL")
-        .env_remove("DATABASE_URL")
-        .env("RUST_LOG", "warn")
-        .output()
-        .expect("wharf runs")
-}
+use crate::support::{app::*, files::*, process::*};
 
 #[tokio::test]
 async fn migrate_creates_the_tables() {
-    let written = app()
-        .database_toml("migrate_on_start = false")
-        .write()
+    let written = TestApp::builder()
+        .append_database_toml("migrate_on_start = false")
+        .write_config()
         .await;
-    let out = wharf(&["migrate", "--config", written.config_path.to_str().unwrap()]);
+    let out = run_wharf(&["migrate", "--config", written.config_path.to_str().unwrap()]);
     assert!(
         out.status.success(),
         "{}",
@@ -41,7 +29,7 @@ async fn migrate_creates_the_tables() {
 
 #[test]
 fn adapter_check_prints_the_description() {
-    let out = wharf(&[
+    let out = run_wharf(&[
         "adapter",
         "check",
         adapter_file("stripe.wasm").to_str().unwrap(),
@@ -58,25 +46,27 @@ fn adapter_check_prints_the_description() {
 
     let garbage = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(garbage.path(), b"\0asm not really").unwrap();
-    let out = wharf(&["adapter", "check", garbage.path().to_str().unwrap()]);
+    let out = run_wharf(&["adapter", "check", garbage.path().to_str().unwrap()]);
     assert!(!out.status.success());
 }
 
 #[tokio::test]
 async fn invalid_configs_stop_at_start_with_a_reason() {
-    let written = app()
-        .endpoints("\n[[endpoint]]\nid = \"x\"\nadapter = \"stripe\"\nsecret = \"no-such-set\"\n")
-        .write()
+    let written = TestApp::builder()
+        .add_endpoints(
+            "\n[[endpoint]]\nid = \"x\"\nadapter = \"stripe\"\nsecret = \"no-such-set\"\n",
+        )
+        .write_config()
         .await;
-    let out = wharf(&["serve", "--config", written.config_path.to_str().unwrap()]);
+    let out = run_wharf(&["serve", "--config", written.config_path.to_str().unwrap()]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no-such-set"));
 
-    let written = app()
-        .endpoints("\n[[endpoint]]\nid = \"std\"\nadapter = \"stripe\"\nsecret = \"stripe\"\n")
-        .write()
+    let written = TestApp::builder()
+        .add_endpoints("\n[[endpoint]]\nid = \"std\"\nadapter = \"stripe\"\nsecret = \"stripe\"\n")
+        .write_config()
         .await;
-    let out = wharf(&["serve", "--config", written.config_path.to_str().unwrap()]);
+    let out = run_wharf(&["serve", "--config", written.config_path.to_str().unwrap()]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("used twice"));
 }

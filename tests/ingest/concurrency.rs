@@ -1,16 +1,16 @@
 //! Hundreds of concurrent copies of one event across two `wharf serve` processes sharing one
 //! database: every answer 2xx, exactly one inbox row and one outbox row.
 
-use crate::common::*;
+use crate::support::{app::*, http::*, process::*, signing::*};
 
 #[tokio::test]
 async fn three_hundred_copies_across_two_processes_make_one_row() {
-    let written = app().write().await;
+    let written = TestApp::builder().write_config().await;
     let db = sqlx::PgPool::connect(&written.database_url).await.unwrap();
     let first = ServeProcess::start(&written.config_path, None).await;
     let second = ServeProcess::start(&written.config_path, None).await;
 
-    let (headers, body) = signed_stripe("evt_storm");
+    let (headers, body) = signed_stripe_event("evt_storm");
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(0)
         .build()

@@ -6,7 +6,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::common::*;
+use crate::support::{app::*, http::*, process::*, signing::*};
 
 const EVIL: &str = r#"
 [[endpoint]]
@@ -35,10 +35,10 @@ fn dotted(ts: i64, body: &[u8]) -> Vec<u8> {
 
 #[tokio::test]
 async fn checks_that_skip_the_body_or_the_timestamp_never_verify() {
-    let app = app()
-        .adapter("testing/test-misbehave.wasm")
-        .endpoints(EVIL)
-        .spawn()
+    let app = TestApp::builder()
+        .add_adapter("testing/test-misbehave.wasm")
+        .add_endpoints(EVIL)
+        .start()
         .await;
     let ts = now();
     let body = br#"{"amount":1000000,"to":"attacker"}"#.to_vec();
@@ -95,10 +95,10 @@ async fn checks_that_skip_the_body_or_the_timestamp_never_verify() {
 
 #[tokio::test]
 async fn results_that_ask_for_unbounded_hashing_fail_fast() {
-    let app = app()
-        .adapter("testing/test-misbehave.wasm")
-        .endpoints(EVIL)
-        .spawn()
+    let app = TestApp::builder()
+        .add_adapter("testing/test-misbehave.wasm")
+        .add_endpoints(EVIL)
+        .start()
         .await;
     let ts = now();
     let body = vec![b'a'; 100_000];
@@ -138,10 +138,10 @@ async fn results_that_ask_for_unbounded_hashing_fail_fast() {
 
 #[tokio::test]
 async fn a_guest_that_sleeps_is_not_held_by_it() {
-    let app = app()
-        .adapter("testing/test-misbehave.wasm")
-        .endpoints(EVIL)
-        .spawn()
+    let app = TestApp::builder()
+        .add_adapter("testing/test-misbehave.wasm")
+        .add_endpoints(EVIL)
+        .start()
         .await;
     let ts = now();
     let body = b"{}".to_vec();
@@ -169,7 +169,7 @@ async fn a_guest_that_sleeps_is_not_held_by_it() {
 
 #[tokio::test]
 async fn ids_and_types_with_control_characters_are_malformed_after_verification() {
-    let app = app().spawn().await;
+    let app = TestApp::builder().start().await;
     // JSON escapes: the adapter decodes them into CR, LF, NUL and ESC.
     for (n, (id, kind)) in [
         (r"evt_crlf\r\nInjected: 1", "payment_intent.succeeded"),
@@ -214,10 +214,10 @@ async fn ids_and_types_with_control_characters_are_malformed_after_verification(
 
 #[tokio::test]
 async fn an_adapter_that_echoes_the_request_puts_none_of_it_in_the_log() {
-    let written = app()
-        .adapter("testing/test-misbehave.wasm")
-        .endpoints(EVIL)
-        .write()
+    let written = TestApp::builder()
+        .add_adapter("testing/test-misbehave.wasm")
+        .add_endpoints(EVIL)
+        .write_config()
         .await;
     let log = written.dir.path().join("wharf.log");
     let server = ServeProcess::start(&written.config_path, Some(&log)).await;
@@ -261,10 +261,10 @@ async fn an_adapter_that_echoes_the_request_puts_none_of_it_in_the_log() {
 /// `wharf adapter test`, `wharf adapter check` and reload all refuse the file.
 #[tokio::test]
 async fn a_contract_breach_fails_fixtures_check_and_reload_whatever_the_fixture_expects() {
-    let written = app()
-        .adapter("testing/test-misbehave.wasm")
-        .endpoints(EVIL)
-        .write()
+    let written = TestApp::builder()
+        .add_adapter("testing/test-misbehave.wasm")
+        .add_endpoints(EVIL)
+        .write_config()
         .await;
     let adapters = written.dir.path().join("adapters");
     let case = adapters.join("test-misbehave.fixtures/literal-only");
@@ -315,7 +315,7 @@ async fn a_contract_breach_fails_fixtures_check_and_reload_whatever_the_fixture_
         );
     }
 
-    let app = written.spawn().await;
+    let app = written.start().await;
     let files: Vec<serde_json::Value> = app
         .client
         .get(format!("{}/admin/adapters", app.admin))

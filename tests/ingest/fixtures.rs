@@ -3,20 +3,9 @@
 //! database, and a fixture whose expected outcome is wrong fails with a readable diff.
 //! Fixtures are read only as plain files inside their folder, and within size limits.
 
-use std::process::{Command, Output};
+use std::process::Output;
 
-use crate::common::*;
-
-fn wharf(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_wharf"))
-        .args(args)
-        // No database anywhere: the fixture runner must not need one.
-        .env_remove("WHARF_DATABASE_URL")
-        .env_remove("DATABASE_URL")
-        .env("RUST_LOG", "warn")
-        .output()
-        .expect("wharf runs")
-}
+use crate::support::{files::*, process::*};
 
 fn text(out: &Output) -> String {
     format!(
@@ -37,7 +26,7 @@ fn every_shipped_adapter_passes_its_fixtures() {
     ] {
         let wasm = adapter_file(&format!("{name}.wasm"));
         let fixtures = adapter_file(&format!("{name}.fixtures"));
-        let out = wharf(&[
+        let out = run_wharf(&[
             "adapter",
             "test",
             wasm.to_str().unwrap(),
@@ -69,7 +58,7 @@ fn a_wrong_expectation_fails_with_a_diff() {
     .unwrap();
 
     let wasm = adapter_file("stripe.wasm");
-    let out = wharf(&[
+    let out = run_wharf(&[
         "adapter",
         "test",
         wasm.to_str().unwrap(),
@@ -94,7 +83,7 @@ fn a_wrong_expectation_fails_with_a_diff() {
 fn an_empty_or_missing_fixtures_folder_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let wasm = adapter_file("github.wasm");
-    let out = wharf(&[
+    let out = run_wharf(&[
         "adapter",
         "test",
         wasm.to_str().unwrap(),
@@ -110,12 +99,12 @@ fn check_refuses_what_is_not_an_adapter_component() {
     // A core module, not a component.
     let module = dir.path().join("core.wasm");
     std::fs::write(&module, b"\0asm\x01\0\0\0").unwrap();
-    let out = wharf(&["adapter", "check", module.to_str().unwrap()]);
+    let out = run_wharf(&["adapter", "check", module.to_str().unwrap()]);
     assert!(!out.status.success(), "{}", text(&out));
     // A valid component that exports nothing of the world.
     let empty = dir.path().join("empty.wasm");
     std::fs::write(&empty, b"\0asm\x0d\0\x01\0").unwrap();
-    let out = wharf(&["adapter", "check", empty.to_str().unwrap()]);
+    let out = run_wharf(&["adapter", "check", empty.to_str().unwrap()]);
     assert!(!out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("wharf:adapter"), "{}", text(&out));
 }
@@ -150,7 +139,7 @@ fn fixtures_are_never_read_through_symlinks_nor_past_their_size_limits() {
     std::fs::write(&expected, padded).unwrap();
 
     let wasm = adapter_file("stripe.wasm");
-    let out = wharf(&[
+    let out = run_wharf(&[
         "adapter",
         "test",
         wasm.to_str().unwrap(),
@@ -174,7 +163,7 @@ fn fixtures_are_never_read_through_symlinks_nor_past_their_size_limits() {
     // The fixtures folder itself may not be a symlink either.
     let linked_root = dir.path().join("linked.fixtures");
     std::os::unix::fs::symlink(&fixtures, &linked_root).unwrap();
-    let out = wharf(&[
+    let out = run_wharf(&[
         "adapter",
         "test",
         wasm.to_str().unwrap(),

@@ -5,7 +5,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::common::*;
+use crate::support::{app::*, http::*, signing::*};
 
 /// A GitHub-signed body of exactly `len` bytes.
 fn github_body(len: usize) -> Vec<u8> {
@@ -15,10 +15,13 @@ fn github_body(len: usize) -> Vec<u8> {
 #[tokio::test]
 async fn body_at_the_limit_is_accepted_one_byte_over_is_413() {
     let limit = 64 * 1024;
-    let app = app().max_body_bytes(limit as u64).spawn().await;
+    let app = TestApp::builder()
+        .max_body_bytes(limit as u64)
+        .start()
+        .await;
     let at = github_body(limit);
     let answer = app
-        .post("github", &refs(&github_headers(&at, "at-limit")), at)
+        .post("github", &refs(&signed_github_headers(&at, "at-limit")), at)
         .await;
     assert_eq!(
         (answer.status, answer.code()),
@@ -28,13 +31,17 @@ async fn body_at_the_limit_is_accepted_one_byte_over_is_413() {
 
     let over = github_body(limit + 1);
     let answer = app
-        .post("github", &refs(&github_headers(&over, "over-limit")), over)
+        .post(
+            "github",
+            &refs(&signed_github_headers(&over, "over-limit")),
+            over,
+        )
         .await;
     assert_eq!((answer.status, answer.code()), (413, "payload_too_large"));
 
     // Chunked (no Content-Length): refused while streaming.
     let over = github_body(limit + 1);
-    let headers = github_headers(&over, "chunked");
+    let headers = signed_github_headers(&over, "chunked");
     let stream = futures::stream::iter(
         over.chunks(4096)
             .map(|c| Ok::<_, std::io::Error>(c.to_vec()))
@@ -86,7 +93,7 @@ async fn raw_exchange(
 
 #[tokio::test]
 async fn a_50_mib_declaration_is_refused_before_the_body_is_sent() {
-    let app = app().spawn().await;
+    let app = TestApp::builder().start().await;
     let head = format!(
         "POST /webhooks/github HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\nx-hub-signature-256: sha256=00\r\n\r\n",
         50 << 20
@@ -101,7 +108,7 @@ async fn a_50_mib_declaration_is_refused_before_the_body_is_sent() {
 
 #[tokio::test]
 async fn a_50_mib_chunked_body_is_cut_off_while_streaming() {
-    let app = app().spawn().await;
+    let app = TestApp::builder().start().await;
     let mut stream = TcpStream::connect(app.addr).await.unwrap();
     let head = "POST /webhooks/github HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\nx-hub-signature-256: sha256=00\r\n\r\n";
     stream.write_all(head.as_bytes()).await.unwrap();
@@ -140,7 +147,7 @@ async fn a_50_mib_chunked_body_is_cut_off_while_streaming() {
 
 #[tokio::test]
 async fn a_lying_content_length_never_gets_a_body_accepted() {
-    let app = app().spawn().await;
+    let app = TestApp::builder().start().await;
     let body = b"Hello, World!";
     let sig = "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17";
     let head = |len: usize| {
@@ -168,15 +175,15 @@ async fn a_lying_content_length_never_gets_a_body_accepted() {
 
 #[tokio::test]
 async fn too_many_or_too_large_headers_are_431() {
-    let app = app().spawn().await;
+    let app = TestApp::builder().start().await;
     let body = b"{}".to_vec();
-    let mut headers = github_headers(&body, "many");
+    let mut headers = signed_github_headers(&body, "many");
     for i in 0..70 {
         headers.push((format!("x-filler-{i}"), "y".into()));
     }
     let answer = app.post("github", &refs(&headers), body.clone()).await;
     assert_eq!((answer.status, answer.code()), (431, "headers_too_large"));
-    let mut headers = github_headers(&body, "large");
+    let mut headers = signed_github_headers(&body, "large");
     headers.push(("x-large".into(), "z".repeat(20 * 1024)));
     let answer = app.post("github", &refs(&headers), body).await;
     assert_eq!(answer.status, 431);
@@ -184,7 +191,7 @@ async fn too_many_or_too_large_headers_are_431() {
 
 #[tokio::test]
 async fn routing_methods_and_media_types() {
-    let app = app().spawn().await;
+    let app = TestApp::builder().start().await;
     let health = app
         .client
         .get(format!("{}/healthz", app.admin))
@@ -203,7 +210,7 @@ async fn routing_methods_and_media_types() {
         .unwrap();
     assert_eq!(response.status().as_u16(), 405);
     let body = b"{}".to_vec();
-    let mut headers = github_headers(&body, "media");
+    let mut headers = signed_github_headers(&body, "media");
     headers.push((
         "content-type".into(),
         "multipart/form-data; boundary=x".into(),
@@ -213,7 +220,7 @@ async fn routing_methods_and_media_types() {
         (answer.status, answer.code()),
         (415, "unsupported_media_type")
     );
-    let mut headers = github_headers(&body, "media");
+    let mut headers = signed_github_headers(&body, "media");
     headers.push((
         "content-type".into(),
         "application/vnd.github+json; charset=utf-8".into(),

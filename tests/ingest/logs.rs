@@ -1,14 +1,16 @@
 //! The log: one line per request with what operators need, and never a secret, a signature
 //! value or a body, on any path (accepted, duplicate, rejected, malformed, adapter failure).
 
-use crate::common::*;
+use crate::support::{app::*, http::*, process::*, signing::*};
 
 #[tokio::test]
 async fn request_lines_carry_outcomes_and_never_secrets_signatures_or_bodies() {
-    let written = app().adapter("testing/test-misbehave.wasm").endpoints(
-        "\n[[endpoint]]\nid = \"evil\"\nadapter = \"test-misbehave\"\nsecret = \"github\"\n",
-    );
-    let written = written.write().await;
+    let written = TestApp::builder()
+        .add_adapter("testing/test-misbehave.wasm")
+        .add_endpoints(
+            "\n[[endpoint]]\nid = \"evil\"\nadapter = \"test-misbehave\"\nsecret = \"github\"\n",
+        );
+    let written = written.write_config().await;
     let log = written.dir.path().join("wharf.log");
     let server = ServeProcess::start(&written.config_path, Some(&log)).await;
     let client = reqwest::Client::new();
@@ -57,7 +59,7 @@ async fn request_lines_carry_outcomes_and_never_secrets_signatures_or_bodies() {
     assert_eq!(answer.code(), "malformed");
     // GitHub, and an adapter that traps.
     let gh_body = format!("{{\"note\":\"{marker}\"}}").into_bytes();
-    let gh = github_headers(&gh_body, "gh-logged");
+    let gh = signed_github_headers(&gh_body, "gh-logged");
     signatures.push(gh[0].1.clone());
     assert_eq!(
         post(&client, &server.base, "github", &refs(&gh), gh_body.clone())
@@ -134,7 +136,7 @@ async fn request_lines_carry_outcomes_and_never_secrets_signatures_or_bodies() {
 /// request line keeps only its SQLSTATE, as processing's diagnostics do.
 #[tokio::test]
 async fn database_causes_in_request_lines_are_redacted() {
-    let written = app().write().await;
+    let written = TestApp::builder().write_config().await;
     let log = written.dir.path().join("wharf.log");
     let server = ServeProcess::start(&written.config_path, Some(&log)).await;
     let db = sqlx::PgPool::connect(&written.database_url).await.unwrap();
@@ -148,7 +150,7 @@ async fn database_causes_in_request_lines_are_redacted() {
     .await
     .unwrap();
     let marker = "evt_row_value_7c1d";
-    let (headers, body) = signed_stripe(marker);
+    let (headers, body) = signed_stripe_event(marker);
     let answer = post(
         &reqwest::Client::new(),
         &server.base,

@@ -2,7 +2,8 @@
 //! Every test starts the host on port 0 against a fresh database with migrations applied,
 //! and real adapter components built by `cargo xtask adapters`.
 
-mod common;
+#[path = "../support/mod.rs"]
+mod support;
 
 mod bounds;
 mod cli;

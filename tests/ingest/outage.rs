@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
-use crate::common::*;
+use crate::support::{app::*, database::*, http::*, signing::*};
 
 const UP: u8 = 0;
 const CUT: u8 = 1;
@@ -87,17 +87,17 @@ async fn database_cut_mid_run_answers_503_and_recovers_without_restart() {
     let (hostport, dbname) = rest.split_once('/').unwrap();
     let proxy = Proxy::start(hostport.to_owned()).await;
     let via_proxy = format!("{prefix}@127.0.0.1:{}/{dbname}", proxy.port);
-    let app = app().database_url(via_proxy).spawn().await;
+    let app = TestApp::builder().database_url(via_proxy).start().await;
     let db = sqlx::PgPool::connect(&real).await.unwrap();
 
-    let (headers, body) = signed_stripe("evt_before");
+    let (headers, body) = signed_stripe_event("evt_before");
     assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
 
     // The database hangs with connections open (the pool's connections go silent): the
     // answer is still a 503 within two seconds.
     proxy.set(HANG);
     let started = Instant::now();
-    let (headers, body) = signed_stripe("evt_hang");
+    let (headers, body) = signed_stripe_event("evt_hang");
     let answer = app.post("stripe", &refs(&headers), body).await;
     assert_eq!(
         (answer.status, answer.code()),
@@ -112,7 +112,7 @@ async fn database_cut_mid_run_answers_503_and_recovers_without_restart() {
 
     proxy.set(CUT);
     for i in 0..20 {
-        let (headers, body) = signed_stripe(&format!("evt_during_{i}"));
+        let (headers, body) = signed_stripe_event(&format!("evt_during_{i}"));
         let started = Instant::now();
         let answer = app.post("stripe", &refs(&headers), body).await;
         assert!(
@@ -138,7 +138,7 @@ async fn database_cut_mid_run_answers_503_and_recovers_without_restart() {
     // The provider retries what was refused; it converges once the database is back.
     let mut recovered = false;
     for _ in 0..50 {
-        let (headers, body) = signed_stripe("evt_during_0");
+        let (headers, body) = signed_stripe_event("evt_during_0");
         let answer = app.post("stripe", &refs(&headers), body).await;
         assert!(answer.status == 200 || answer.status == 503, "{answer:?}");
         if answer.status == 200 {
@@ -149,7 +149,7 @@ async fn database_cut_mid_run_answers_503_and_recovers_without_restart() {
     }
     assert!(recovered, "the receiver recovers without a restart");
     assert_eq!(app.readiness().await, 200);
-    let (headers, body) = signed_stripe("evt_during_0");
+    let (headers, body) = signed_stripe_event("evt_during_0");
     assert_eq!(
         app.post("stripe", &refs(&headers), body).await.code(),
         "duplicate"

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use sha2::Digest;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::common::*;
+use crate::support::{app::*, files::*, http::*, process::*, signing::*};
 
 const ENDPOINT: &str =
     "\n[[endpoint]]\nid = \"reload\"\nadapter = \"test-reload\"\nsecret = \"github\"\n";
@@ -86,7 +86,7 @@ async fn send(client: &reqwest::Client, base: &str, delivery: &str) -> Answer {
         client,
         base,
         "reload",
-        &refs(&github_headers(&body, delivery)),
+        &refs(&signed_github_headers(&body, delivery)),
         body,
     )
     .await
@@ -94,10 +94,10 @@ async fn send(client: &reqwest::Client, base: &str, delivery: &str) -> Answer {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_swaps_under_load_never_fail_a_request_and_never_serve_a_bad_file() {
-    let written = app()
-        .adapter("testing/test-reload.wasm")
-        .endpoints(ENDPOINT)
-        .write()
+    let written = TestApp::builder()
+        .add_adapter("testing/test-reload.wasm")
+        .add_endpoints(ENDPOINT)
+        .write_config()
         .await;
     let adapters = written.dir.path().join("adapters");
     copy_tree(
@@ -168,7 +168,7 @@ async fn ten_swaps_under_load_never_fail_a_request_and_never_serve_a_bad_file() 
         "POST /webhooks/reload HTTP/1.1\r\nhost: wharf\r\ncontent-length: {}\r\nconnection: close\r\n",
         inflight_body.len()
     );
-    for (name, value) in github_headers(&inflight_body, "inflight") {
+    for (name, value) in signed_github_headers(&inflight_body, "inflight") {
         head.push_str(&format!("{name}: {value}\r\n"));
     }
     head.push_str("\r\n");
@@ -319,11 +319,11 @@ fn check_log(log: &Path, markers: &[(String, &str)]) {
 
 #[tokio::test]
 async fn a_file_refused_at_start_serves_once_fixed_and_a_second_file_cannot_take_a_name() {
-    let written = app().write().await;
+    let written = TestApp::builder().write_config().await;
     let adapters = written.dir.path().join("adapters");
     let github = adapters.join("github.wasm");
     std::fs::write(&github, b"not wasm at all").unwrap();
-    let app = written.spawn().await;
+    let app = written.start().await;
     let client = reqwest::Client::new();
     let status = |file: &'static str| {
         let (client, admin) = (client.clone(), app.admin.clone());
@@ -369,7 +369,7 @@ async fn a_file_refused_at_start_serves_once_fixed_and_a_second_file_cannot_take
             .contains("adapter name \"stripe\" is already served by stripe.wasm"),
         "{refused}"
     );
-    let (headers, body) = signed_stripe("evt_after_copy");
+    let (headers, body) = signed_stripe_event("evt_after_copy");
     assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
 
     // A file that was not a component at start is refused, and serves once it is fixed.
@@ -379,7 +379,7 @@ async fn a_file_refused_at_start_serves_once_fixed_and_a_second_file_cannot_take
     let answer = app
         .post(
             "github",
-            &refs(&github_headers(&body, "gh-refused")),
+            &refs(&signed_github_headers(&body, "gh-refused")),
             body.clone(),
         )
         .await;
@@ -395,7 +395,11 @@ async fn a_file_refused_at_start_serves_once_fixed_and_a_second_file_cannot_take
     let serving = wait("github.wasm", "serving").await;
     assert!(serving["last_error"].is_null(), "{serving}");
     let answer = app
-        .post("github", &refs(&github_headers(&body, "gh-fixed")), body)
+        .post(
+            "github",
+            &refs(&signed_github_headers(&body, "gh-fixed")),
+            body,
+        )
         .await;
     assert_eq!(answer.status, 200, "{answer:?}");
 }
@@ -477,11 +481,14 @@ fn status_of<'a>(all: &'a [serde_json::Value], file: &str) -> &'a serde_json::Va
 /// answers. Neither has fixtures here, so the trapping one loads.
 #[tokio::test]
 async fn duplicate_names_serve_the_first_file_in_name_order_at_start_and_on_reload() {
-    let written = app().endpoints(ENDPOINT).write().await;
+    let written = TestApp::builder()
+        .add_endpoints(ENDPOINT)
+        .write_config()
+        .await;
     let adapters = written.dir.path().join("adapters");
     std::fs::write(adapters.join("a-reload.wasm"), patched("reload-v01")).unwrap();
     std::fs::write(adapters.join("b-reload.wasm"), patched("reload-t02")).unwrap();
-    let app = written.spawn().await;
+    let app = written.start().await;
     let client = reqwest::Client::new();
     let answer = async |n: usize| send(&app.client, &app.base, &format!("dup-{n}")).await;
 
@@ -572,7 +579,10 @@ fn fixtures_with_linked_body(from: &str, dest: &Path, target: &Path) {
 
 #[tokio::test]
 async fn a_fixture_read_through_a_symlink_refuses_its_adapter_and_leaks_nothing() {
-    let written = app().endpoints(ENDPOINT).write().await;
+    let written = TestApp::builder()
+        .add_endpoints(ENDPOINT)
+        .write_config()
+        .await;
     let adapters = written.dir.path().join("adapters");
     let secrets = written.secrets_path.clone();
     // At start: stripe's fixtures point a body at the secrets file.
@@ -581,7 +591,7 @@ async fn a_fixture_read_through_a_symlink_refuses_its_adapter_and_leaks_nothing(
         &adapters.join("stripe.fixtures"),
         &secrets,
     );
-    let app = written.spawn().await;
+    let app = written.start().await;
     let client = reqwest::Client::new();
     let all = wait_for_states(&client, &app.admin, &[("stripe.wasm", "refused", None)]).await;
     let stripe = status_of(&all, "stripe.wasm");
@@ -592,7 +602,7 @@ async fn a_fixture_read_through_a_symlink_refuses_its_adapter_and_leaks_nothing(
             .contains("body: is a symlink"),
         "{stripe}"
     );
-    let (headers, body) = signed_stripe("evt_linked");
+    let (headers, body) = signed_stripe_event("evt_linked");
     let answer = app.post("stripe", &refs(&headers), body).await;
     assert_eq!((answer.status, answer.code()), (503, "adapter_unavailable"));
 
@@ -635,7 +645,7 @@ async fn a_fixture_read_through_a_symlink_refuses_its_adapter_and_leaks_nothing(
 /// With the poll far longer than the test waits, only folder events can apply a removal.
 #[tokio::test]
 async fn removing_an_adapter_file_takes_effect_promptly_without_the_poll() {
-    let written = app().write().await;
+    let written = TestApp::builder().write_config().await;
     let server = ServeProcess::start_with(
         &["serve"],
         &written.config_path,
@@ -650,7 +660,7 @@ async fn removing_an_adapter_file_takes_effect_promptly_without_the_poll() {
             &client,
             &server.base,
             "github",
-            &refs(&github_headers(&body, delivery)),
+            &refs(&signed_github_headers(&body, delivery)),
             body.clone(),
         )
         .await

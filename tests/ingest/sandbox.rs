@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::common::*;
+use crate::support::{app::*, http::*, signing::*};
 
 const ENDPOINTS: &str = r#"
 [[endpoint]]
@@ -33,10 +33,10 @@ async fn misbehave(app: &TestApp, mode: &str) -> Answer {
 #[tokio::test]
 async fn looping_allocating_trapping_recursing_and_bloated_adapters_are_503_and_the_host_stays_up()
 {
-    let app = app()
-        .adapter("testing/test-misbehave.wasm")
-        .endpoints(ENDPOINTS)
-        .spawn()
+    let app = TestApp::builder()
+        .add_adapter("testing/test-misbehave.wasm")
+        .add_endpoints(ENDPOINTS)
+        .start()
         .await;
     for (round, mode) in MODES.iter().chain(&["missing"]).chain(&MODES).enumerate() {
         let started = Instant::now();
@@ -58,7 +58,7 @@ async fn looping_allocating_trapping_recursing_and_bloated_adapters_are_503_and_
         let answer = app
             .post(
                 "github",
-                &refs(&github_headers(&body, &format!("after-{round}"))),
+                &refs(&signed_github_headers(&body, &format!("after-{round}"))),
                 body,
             )
             .await;
@@ -81,7 +81,7 @@ async fn looping_allocating_trapping_recursing_and_bloated_adapters_are_503_and_
                     &client,
                     &base,
                     "github",
-                    &refs(&github_headers(&body, &format!("burst-{i}"))),
+                    &refs(&signed_github_headers(&body, &format!("burst-{i}"))),
                     body,
                 )
                 .await

@@ -7,7 +7,7 @@ use std::process::Command;
 
 use hmac::Mac as _;
 
-use crate::common::*;
+use crate::support::{app::*, files::*, signing::*};
 
 /// The guest workspace and the WIT world, as a fresh checkout has them (no target, no dist).
 fn fresh_checkout(to: &Path) {
@@ -96,10 +96,10 @@ async fn a_new_adapter_builds_passes_its_fixtures_and_serves_after_a_hot_reload(
         "{}\n[[demo]]\nversion = \"v1\"\nvalue = \"change-me-demo-secret\"\n",
         default_secrets()
     );
-    let app = app()
-        .secrets(secrets)
-        .endpoints("\n[[endpoint]]\nid = \"demo\"\nadapter = \"demo\"\nsecret = \"demo\"\n")
-        .spawn()
+    let app = TestApp::builder()
+        .secrets_file(secrets)
+        .add_endpoints("\n[[endpoint]]\nid = \"demo\"\nadapter = \"demo\"\nsecret = \"demo\"\n")
+        .start()
         .await;
     let body = br#"{"id":"evt_demo_1","type":"order.created","data":{"id":"ord_1"}}"#.to_vec();
     let ts = now().to_string();

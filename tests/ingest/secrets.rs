@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::common::*;
+use crate::support::{app::*, files::*, http::*, process::*, signing::*};
 
 async fn eventually(mut check: impl AsyncFnMut() -> bool) -> bool {
     for _ in 0..100 {
@@ -35,7 +35,7 @@ fn signed_with(secret: &str, id: &str) -> (String, String) {
 
 #[tokio::test]
 async fn current_and_previous_versions_are_accepted_and_recorded() {
-    let app = app().spawn().await;
+    let app = TestApp::builder().start().await;
     let (header, body) = signed_with(STRIPE_SECRET, "evt_current");
     assert_eq!(
         app.post("stripe", &[("stripe-signature", &header)], body)
@@ -80,7 +80,7 @@ version = "gh"
 value = "{GITHUB_SECRET}"
 "#
     );
-    let app = app().secrets(secrets).spawn().await;
+    let app = TestApp::builder().secrets_file(secrets).start().await;
     let (header, body) = signed_with(STRIPE_OLD_SECRET, "evt_retired");
     let answer = app
         .post("stripe", &[("stripe-signature", &header)], body)
@@ -111,7 +111,7 @@ value = "{GITHUB_SECRET}"
 
 #[tokio::test]
 async fn rotation_by_editing_the_file_without_restart() {
-    let app = app().spawn().await;
+    let app = TestApp::builder().start().await;
     let rotated = "whsec_rotated_2026_12";
     let (header, body) = signed_with(rotated, "evt_rotated");
     let answer = app
@@ -170,7 +170,7 @@ async fn rotation_by_editing_the_file_without_restart() {
 
 #[tokio::test]
 async fn an_unreadable_secrets_file_fails_closed_until_fixed() {
-    let app = app().spawn().await;
+    let app = TestApp::builder().start().await;
     let file = app.config.secrets_path.clone();
     let good = std::fs::read_to_string(&file).unwrap();
     std::fs::write(&file, "[[stripe]\nthis is not toml").unwrap();
@@ -270,7 +270,7 @@ async fn promptly(client: &reqwest::Client, base: &str, secret: &str, status: u1
 
 #[tokio::test]
 async fn a_secrets_edit_applies_promptly_in_place_and_by_rename_without_the_poll() {
-    let written = app().write().await;
+    let written = TestApp::builder().write_config().await;
     let server = serve_without_poll(&written).await;
     let client = reqwest::Client::new();
     let file = written.secrets_path.clone();
@@ -318,7 +318,10 @@ async fn a_secrets_edit_applies_promptly_in_place_and_by_rename_without_the_poll
 async fn a_secrets_file_read_mid_write_is_never_trusted() {
     use std::io::Write as _;
     let final_text = with_old_stripe_retired();
-    let written = app().secrets(final_text.clone()).write().await;
+    let written = TestApp::builder()
+        .secrets_file(final_text.clone())
+        .write_config()
+        .await;
     let server = serve_without_poll(&written).await;
     let client = reqwest::Client::new();
     assert_eq!(

@@ -1,6 +1,6 @@
 //! Published provider vectors, byte for byte, and one mutation of each signed element.
 
-use crate::common::*;
+use crate::support::{app::*, files::*, http::*, signing::*};
 use serde_json::Value;
 
 fn headers_of(vector: &Value) -> Vec<(String, String)> {
@@ -109,7 +109,7 @@ async fn standard_webhooks_vectors_and_mutations() {
             .parse()
             .unwrap();
         // The vectors are old: pin the clock to the vector's own timestamp.
-        let app = app().fixed_clock(ts).spawn().await;
+        let app = TestApp::builder().fixed_clock(ts).start().await;
         let headers = headers_of(vector);
         let body = vector["body"].as_str().unwrap();
 
@@ -207,7 +207,7 @@ async fn svix_headers_use_the_same_scheme() {
         .unwrap()
         .parse()
         .unwrap();
-    let app = app().fixed_clock(ts).spawn().await;
+    let app = TestApp::builder().fixed_clock(ts).start().await;
     let headers: Vec<(String, String)> = headers_of(vector)
         .into_iter()
         .map(|(k, v)| (k.replace("webhook-", "svix-"), v))
@@ -230,7 +230,7 @@ async fn standard_webhooks_signature_header_edge_cases() {
         .unwrap()
         .parse()
         .unwrap();
-    let app = app().fixed_clock(ts).spawn().await;
+    let app = TestApp::builder().fixed_clock(ts).start().await;
     let headers = headers_of(vector);
     let body = vector["body"].as_str().unwrap();
     let sig = vector["headers"]["webhook-signature"]
@@ -296,7 +296,7 @@ async fn standard_webhooks_signature_header_edge_cases() {
 async fn github_vector_and_mutations() {
     let file = vectors("github.json");
     let vector = &file["vectors"][0];
-    let app = app().spawn().await;
+    let app = TestApp::builder().start().await;
     let body = vector["body"].as_str().unwrap();
     let sig = vector["headers"]["X-Hub-Signature-256"]
         .as_str()
@@ -386,7 +386,7 @@ async fn github_vector_and_mutations() {
 #[tokio::test]
 async fn stripe_signatures_and_mutations() {
     let t = 1_764_480_000;
-    let app = app().fixed_clock(t + 10).spawn().await;
+    let app = TestApp::builder().fixed_clock(t + 10).start().await;
     let body = stripe_event("evt_1Q");
     let header = stripe_header(STRIPE_SECRET, t, body.as_bytes());
     let headers = vec![("Stripe-Signature".to_owned(), header.clone())];
@@ -523,12 +523,12 @@ async fn stripe_signatures_and_mutations() {
 }
 
 async fn app_with_clock(now: i64) -> TestApp {
-    app().fixed_clock(now).spawn().await
+    TestApp::builder().fixed_clock(now).start().await
 }
 
 #[tokio::test]
 async fn host_verifies_raw_bytes_not_reserialised_json() {
-    let app = app().spawn().await;
+    let app = TestApp::builder().start().await;
     // Spacing, key order, an escaped character and a float: a JSON library's round trip
     // changes all of them.
     let body = "{\n  \"type\": \"charge.succeeded\",\n  \"id\": \"evt_raw\",\n  \"created\": 1764480000,\n  \"data\": {\"object\": {\"id\": \"ch_1\", \"amount\": 10.50, \"note\": \"caf\\u00e9\"}}\n}";
@@ -574,7 +574,7 @@ async fn host_verifies_raw_bytes_not_reserialised_json() {
 
 #[tokio::test]
 async fn verified_but_unparseable_body_is_malformed() {
-    let app = app().spawn().await;
+    let app = TestApp::builder().start().await;
     let body = "not json";
     let header = stripe_header(STRIPE_SECRET, now(), body.as_bytes());
     let answer = app
@@ -588,7 +588,11 @@ async fn verified_but_unparseable_body_is_malformed() {
 async fn an_endpoint_may_tighten_the_tolerance() {
     let t = 1_764_480_000;
     let strict = "\n[[endpoint]]\nid = \"stripe-strict\"\nadapter = \"stripe\"\nsecret = \"stripe\"\ntolerance_secs = 10\nfuture_tolerance_secs = 0\n";
-    let app = app().endpoints(strict).fixed_clock(t + 20).spawn().await;
+    let app = TestApp::builder()
+        .add_endpoints(strict)
+        .fixed_clock(t + 20)
+        .start()
+        .await;
     let body = stripe_event("evt_tolerance");
     let header = stripe_header(STRIPE_SECRET, t, body.as_bytes());
     let answer = app
@@ -630,15 +634,15 @@ async fn slack_vector_handshake_and_mutations() {
         .unwrap()
         .parse()
         .unwrap();
-    let app = app()
-        .adapter("slack.wasm")
-        .secrets(format!(
+    let app = TestApp::builder()
+        .add_adapter("slack.wasm")
+        .secrets_file(format!(
             "{}\n[[slack]]\nversion = \"v1\"\nvalue = \"{secret}\"\n",
             default_secrets()
         ))
-        .endpoints("[[endpoint]]\nid = \"slack\"\nadapter = \"slack\"\nsecret = \"slack\"\n")
+        .add_endpoints("[[endpoint]]\nid = \"slack\"\nadapter = \"slack\"\nsecret = \"slack\"\n")
         .fixed_clock(signed_at + 5)
-        .spawn()
+        .start()
         .await;
     let body = vector["body"].as_str().unwrap();
     let mut headers = headers_of(vector);

@@ -4,18 +4,17 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use crate::common::*;
-use crate::support::*;
+use crate::support::{app::*, database::*, http::*, process::*, receiver::*, signing::*, wait::*};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn saturated_workers_stopped_and_restarted_while_ingest_continues() {
     // Each delivery takes 500 ms: the relay (32 at a time) falls behind 100 requests/s.
     let receiver = Receiver::start(always(200, Duration::from_millis(500))).await;
     // Ingest only here; processing runs in a separate `wharf worker` process.
-    let app = app()
-        .toml(&worker_toml(0))
-        .toml(&http_route(&receiver.url, ""))
-        .spawn()
+    let app = TestApp::builder()
+        .append_toml(&worker_toml(0))
+        .append_toml(&http_route_toml(&receiver.url, ""))
+        .start()
         .await;
     let config = app.config.config_path.clone();
     let worker_args = ["worker", "--admin-listen", "127.0.0.1:0"];
@@ -44,7 +43,7 @@ async fn saturated_workers_stopped_and_restarted_while_ingest_continues() {
         if n == 200 {
             worker = Some(ServeProcess::start_with(&worker_args, &config, None, &[]).await);
         }
-        let (headers, body) = signed_stripe(&format!("evt_backlog_{n}"));
+        let (headers, body) = signed_stripe_event(&format!("evt_backlog_{n}"));
         let (client, base) = (app.client.clone(), app.base.clone());
         sends.push(tokio::spawn(async move {
             let sent = Instant::now();
@@ -80,7 +79,7 @@ async fn saturated_workers_stopped_and_restarted_while_ingest_continues() {
         "the slow sink left a backlog while ingest went on"
     );
 
-    converged(&app.db).await;
+    wait_until_converged(&app.db).await;
     assert_eq!(app.count("webhook_inbox").await, EVENTS as i64);
     assert_eq!(app.count("processed_events").await, EVENTS as i64);
     let keys: HashSet<String> = receiver

@@ -7,8 +7,7 @@ use std::sync::Arc;
 use uuid::Uuid;
 use wharf::processing::{DeliveryRelay, Lane, Worker};
 
-use crate::common::*;
-use crate::support::*;
+use crate::support::{app::*, database::*, http::*, receiver::*, signing::*, wait::*};
 
 async fn delivery(db: &sqlx::PgPool) -> (String, i32, bool) {
     sqlx::query_as("SELECT status, attempt_count, sent_at IS NOT NULL FROM deliveries")
@@ -21,12 +20,12 @@ async fn delivery(db: &sqlx::PgPool) -> (String, i32, bool) {
 async fn a_relay_holding_a_claim_from_before_a_resend_marks_nothing() {
     let receiver = Receiver::start(Behaviour::ok()).await;
     // No workers or relays in the server: the test drives each step.
-    let app = app()
-        .toml(&worker_toml(0))
-        .toml(&http_route(&receiver.url, "timeout_ms = 30000"))
-        .spawn()
+    let app = TestApp::builder()
+        .append_toml(&worker_toml(0))
+        .append_toml(&http_route_toml(&receiver.url, "timeout_ms = 30000"))
+        .start()
         .await;
-    let (headers, body) = signed_stripe("evt_claim_resend");
+    let (headers, body) = signed_stripe_event("evt_claim_resend");
     let answer = app.post("stripe", &refs(&headers), body).await;
     assert_eq!(answer.status, 200);
     let inbox_id: Uuid = answer.json["inbox_id"].as_str().unwrap().parse().unwrap();
@@ -114,10 +113,13 @@ async fn inbox(db: &sqlx::PgPool, id: Uuid) -> (String, i32) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_holding_a_claim_from_before_a_replay_changes_nothing() {
-    let app = app().toml(&worker_toml(0)).spawn().await;
+    let app = TestApp::builder()
+        .append_toml(&worker_toml(0))
+        .start()
+        .await;
     let mut ids = Vec::new();
     for id in ["evt_claim_a", "evt_claim_b"] {
-        let (headers, body) = signed_stripe(id);
+        let (headers, body) = signed_stripe_event(id);
         let answer = app.post("stripe", &refs(&headers), body).await;
         assert_eq!(answer.status, 200);
         ids.push(
@@ -145,7 +147,7 @@ async fn a_worker_holding_a_claim_from_before_a_replay_changes_nothing() {
         let worker = worker();
         async move { worker.try_execute().await.unwrap() }
     });
-    count_becomes(
+    wait_until_count(
         &app.db,
         "SELECT count(*) FROM webhook_inbox WHERE status = 'PROCESSING' AND attempt_count = 1",
         2,

@@ -6,12 +6,11 @@ use std::time::Duration;
 
 use sqlx::PgPool;
 
-use crate::common::*;
-use crate::support::*;
+use crate::support::{app::*, database::*, nats::*, process::*, receiver::*, signing::*, wait::*};
 
 /// The provider's attempt: the answer's status, or `None` when the connection died.
 async fn provider_attempt(base: &str, event_id: &str) -> Option<(u16, serde_json::Value)> {
-    let (headers, body) = signed_stripe(event_id);
+    let (headers, body) = signed_stripe_event(event_id);
     let client = reqwest::Client::new();
     let mut request = client.post(format!("{base}/webhooks/stripe")).body(body);
     for (k, v) in &headers {
@@ -26,12 +25,12 @@ async fn provider_attempt(base: &str, event_id: &str) -> Option<(u16, serde_json
 async fn crash_at(point: &str) {
     let receiver = Receiver::start(Behaviour::ok()).await;
     let nats = NatsScope::new();
-    let written = app()
-        .toml(&worker_toml(2))
-        .toml(&nats.toml())
+    let written = TestApp::builder()
+        .append_toml(&worker_toml(2))
+        .append_toml(&nats.toml())
         // A short timeout keeps the delivery's lease (timeout + 5 s) short after a crash.
-        .toml(&http_route(&receiver.url, "timeout_ms = 2000"))
-        .write()
+        .append_toml(&http_route_toml(&receiver.url, "timeout_ms = 2000"))
+        .write_config()
         .await;
     let db = PgPool::connect(&written.database_url).await.unwrap();
     let event_id = format!("evt_crash_{}", point.replace('.', "_"));
@@ -74,8 +73,8 @@ async fn crash_at(point: &str) {
             "the retry finds the committed row"
         );
     }
-    converged(&db).await;
-    count_becomes(
+    wait_until_converged(&db).await;
+    wait_until_count(
         &db,
         "SELECT count(*) FROM webhook_outbox WHERE published_at IS NULL",
         0,

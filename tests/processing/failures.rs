@@ -6,12 +6,11 @@ use std::time::Duration;
 use wharf::config::Config;
 use wharf::server::ProcessingHost;
 
-use crate::common::*;
-use crate::support::*;
+use crate::support::{app::*, database::*, http::*, receiver::*, signing::*, wait::*};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_downstream_answering_500_then_200_gets_the_event_twice_with_one_key() {
-    let (receiver, app) = app_delivering_to(
+    let (receiver, app) = start_app_delivering_to(
         Behaviour {
             script: [(500, Duration::ZERO)].into(),
             then: (200, Duration::ZERO),
@@ -19,9 +18,9 @@ async fn a_downstream_answering_500_then_200_gets_the_event_twice_with_one_key()
         "",
     )
     .await;
-    let (headers, body) = signed_stripe("evt_500_then_200");
+    let (headers, body) = signed_stripe_event("evt_500_then_200");
     assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
-    converged(&app.db).await;
+    wait_until_converged(&app.db).await;
     let (attempts, error): (i32, Option<String>) =
         sqlx::query_as("SELECT attempt_count, last_error FROM deliveries")
             .fetch_one(&app.db)
@@ -37,14 +36,14 @@ async fn a_downstream_answering_500_then_200_gets_the_event_twice_with_one_key()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_downstream_that_never_answers_in_time_ends_failed() {
-    let (_receiver, app) = app_delivering_to(
+    let (_receiver, app) = start_app_delivering_to(
         always(200, Duration::from_secs(5)),
         "timeout_ms = 200\nmax_attempts = 3",
     )
     .await;
-    let (headers, body) = signed_stripe("evt_timeout");
+    let (headers, body) = signed_stripe_event("evt_timeout");
     assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
-    count_becomes(
+    wait_until_count(
         &app.db,
         "SELECT count(*) FROM deliveries WHERE status = 'FAILED'",
         1,
@@ -98,7 +97,10 @@ fn wharf(args: &[&str], config: &std::path::Path) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_poison_event_ends_failed_and_is_replayed_after_the_fix() {
-    let app = app().toml(&worker_toml(0)).spawn().await;
+    let app = TestApp::builder()
+        .append_toml(&worker_toml(0))
+        .start()
+        .await;
     let config = app.config.config_path.clone();
     let broken = ProcessingHost::start(
         Config::load(&without_stripe_endpoint(&config)).unwrap(),
@@ -107,11 +109,11 @@ async fn a_poison_event_ends_failed_and_is_replayed_after_the_fix() {
     )
     .await
     .unwrap();
-    let (headers, body) = signed_stripe("evt_poison");
+    let (headers, body) = signed_stripe_event("evt_poison");
     let answer = app.post("stripe", &refs(&headers), body.clone()).await;
     assert_eq!(answer.status, 200);
     let inbox_id = answer.json["inbox_id"].as_str().unwrap().to_owned();
-    count_becomes(
+    wait_until_count(
         &app.db,
         "SELECT count(*) FROM webhook_inbox WHERE status = 'FAILED'",
         1,
@@ -146,7 +148,7 @@ async fn a_poison_event_ends_failed_and_is_replayed_after_the_fix() {
     let replayed: serde_json::Value =
         serde_json::from_str(&wharf(&["replay", &inbox_id], &config)).unwrap();
     assert_eq!(replayed["events"], 1);
-    converged(&app.db).await;
+    wait_until_converged(&app.db).await;
     assert_eq!(app.count("processed_events").await, 1);
     assert_eq!(app.count("object_state").await, 1);
     fixed.shutdown().await.unwrap();
@@ -155,12 +157,12 @@ async fn a_poison_event_ends_failed_and_is_replayed_after_the_fix() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn transient_failures_back_off_until_the_endpoint_attempts_run_out() {
-    let app = app()
-        .endpoints(
+    let app = TestApp::builder()
+        .add_endpoints(
             "[[endpoint]]\nid = \"stripe-strict\"\nadapter = \"stripe\"\nsecret = \"stripe\"\nmax_attempts = 3\n",
         )
-        .toml(&worker_toml(1))
-        .spawn()
+        .append_toml(&worker_toml(1))
+        .start()
         .await;
     // The business mutation fails inside the database, with a message quoting row data.
     sqlx::raw_sql(
@@ -172,10 +174,10 @@ async fn transient_failures_back_off_until_the_endpoint_attempts_run_out() {
     .execute(&app.db)
     .await
     .unwrap();
-    let (headers, body) = signed_stripe("evt_transient");
+    let (headers, body) = signed_stripe_event("evt_transient");
     let answer = app.post("stripe-strict", &refs(&headers), body).await;
     assert_eq!(answer.status, 200);
-    count_becomes(
+    wait_until_count(
         &app.db,
         "SELECT count(*) FROM webhook_inbox WHERE status = 'FAILED'",
         1,
@@ -201,7 +203,7 @@ async fn transient_failures_back_off_until_the_endpoint_attempts_run_out() {
     let id: uuid::Uuid = answer.json["inbox_id"].as_str().unwrap().parse().unwrap();
     let replayed = wharf::events::replay(&app.db, &[id], false).await.unwrap();
     assert_eq!(replayed.events, 1);
-    converged(&app.db).await;
+    wait_until_converged(&app.db).await;
     assert_eq!(app.count("object_state").await, 1);
     app.shutdown().await;
 }
@@ -210,16 +212,16 @@ async fn transient_failures_back_off_until_the_endpoint_attempts_run_out() {
 async fn a_target_that_never_answers_does_not_hold_up_the_others() {
     let dead = Receiver::start(always(200, Duration::from_secs(60))).await;
     let healthy = Receiver::start(Behaviour::ok()).await;
-    let app = app()
-        .toml(&worker_toml(2))
-        .toml(&http_route(&dead.url, "timeout_ms = 30000"))
-        .toml(&http_route(&healthy.url, ""))
-        .spawn()
+    let app = TestApp::builder()
+        .append_toml(&worker_toml(2))
+        .append_toml(&http_route_toml(&dead.url, "timeout_ms = 30000"))
+        .append_toml(&http_route_toml(&healthy.url, ""))
+        .start()
         .await;
     // More events than one relay sends at once.
     const EVENTS: usize = 60;
     for n in 0..EVENTS {
-        let (headers, body) = signed_stripe(&format!("evt_lanes_{n}"));
+        let (headers, body) = signed_stripe_event(&format!("evt_lanes_{n}"));
         assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
     }
     eventually("the healthy target has every event", || async {
@@ -247,17 +249,17 @@ async fn a_target_that_never_answers_does_not_hold_up_the_others() {
 async fn redirects_are_failed_attempts_and_never_followed() {
     const REDIRECTS: [u16; 5] = [301, 302, 303, 307, 308];
     let mut receivers = Vec::new();
-    let mut app = app().toml(&worker_toml(2));
+    let mut app = TestApp::builder().append_toml(&worker_toml(2));
     for status in REDIRECTS {
         let receiver = Receiver::start(always(status, Duration::ZERO)).await;
-        app = app.toml(&http_route(&receiver.url, "max_attempts = 2"));
+        app = app.append_toml(&http_route_toml(&receiver.url, "max_attempts = 2"));
         receivers.push(receiver);
     }
-    let app = app.spawn().await;
-    let (headers, body) = signed_stripe("evt_redirected");
+    let app = app.start().await;
+    let (headers, body) = signed_stripe_event("evt_redirected");
     let answer = app.post("stripe", &refs(&headers), body).await;
     assert_eq!(answer.status, 200);
-    count_becomes(
+    wait_until_count(
         &app.db,
         "SELECT count(*) FROM deliveries WHERE status = 'FAILED'",
         REDIRECTS.len() as i64,

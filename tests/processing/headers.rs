@@ -6,8 +6,7 @@ use std::sync::Arc;
 
 use wharf::processing::{DeliveryRelay, Lane, Worker};
 
-use crate::common::*;
-use crate::support::*;
+use crate::support::{app::*, http::*, nats::*, receiver::*, signing::*};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deliveries_whose_headers_cannot_be_built_fail_without_a_panic() {
@@ -17,14 +16,14 @@ async fn deliveries_whose_headers_cannot_be_built_fail_without_a_panic() {
     let nats_route = format!(
         "[[route]]\nendpoint = \"*\"\nevents = [\"*\"]\nsink = \"nats\"\nsubject = \"{subject}\"\n"
     );
-    let app = app()
-        .toml(&worker_toml(0))
-        .toml(&scope.toml())
-        .toml(&http_route(&receiver.url, ""))
-        .toml(&nats_route)
-        .spawn()
+    let app = TestApp::builder()
+        .append_toml(&worker_toml(0))
+        .append_toml(&scope.toml())
+        .append_toml(&http_route_toml(&receiver.url, ""))
+        .append_toml(&nats_route)
+        .start()
         .await;
-    let (headers, body) = signed_stripe("evt_crlf");
+    let (headers, body) = signed_stripe_event("evt_crlf");
     let answer = app.post("stripe", &refs(&headers), body).await;
     assert_eq!(answer.status, 200);
     let inbox_id: uuid::Uuid = answer.json["inbox_id"].as_str().unwrap().parse().unwrap();

@@ -5,15 +5,17 @@ use std::time::Duration;
 
 use wharf::processing::Worker;
 
-use crate::common::*;
-use crate::support::*;
+use crate::support::{app::*, http::*, signing::*};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_lease_is_claimed_again_and_a_live_one_is_not() {
     // No workers in the server: the test drives one step at a time.
-    let app = app().toml(&worker_toml(0)).spawn().await;
+    let app = TestApp::builder()
+        .append_toml(&worker_toml(0))
+        .start()
+        .await;
     for id in ["evt_lease_expired", "evt_lease_live"] {
-        let (headers, body) = signed_stripe(id);
+        let (headers, body) = signed_stripe_event(id);
         assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
     }
     // Both claimed by a worker that then died: one lease is over, the other runs 3 s more.

@@ -1,8 +1,7 @@
 //! Black-box tests of processing: workers, the projection, deliveries through the outbox,
 //! crash recovery and the operator commands, against real Postgres, NATS and HTTP.
 
-#[path = "../ingest/common.rs"]
-mod common;
+#[path = "../support/mod.rs"]
 mod support;
 
 mod backlog;

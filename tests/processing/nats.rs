@@ -1,8 +1,7 @@
 //! The `nats` sink: a JetStream publish with `Nats-Msg-Id: <inbox_id>`, acknowledged by the
 //! stream before the delivery is marked sent; resends are dropped by the stream.
 
-use crate::common::*;
-use crate::support::*;
+use crate::support::{app::*, http::*, nats::*, signing::*, wait::*};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nats_deliveries_carry_the_inbox_id_and_are_deduplicated() {
@@ -21,13 +20,13 @@ async fn nats_deliveries_carry_the_inbox_id_and_are_deduplicated() {
     let route = format!(
         "[[route]]\nendpoint = \"*\"\nevents = [\"payment_intent.*\"]\nsink = \"nats\"\nsubject = \"{subject}\"\n"
     );
-    let app = app()
-        .toml(&worker_toml(2))
-        .toml(&scope.toml())
-        .toml(&route)
-        .spawn()
+    let app = TestApp::builder()
+        .append_toml(&worker_toml(2))
+        .append_toml(&scope.toml())
+        .append_toml(&route)
+        .start()
         .await;
-    let (headers, body) = signed_stripe("evt_nats_1");
+    let (headers, body) = signed_stripe_event("evt_nats_1");
     for _ in 0..3 {
         assert_eq!(
             app.post("stripe", &refs(&headers), body.clone())
@@ -36,7 +35,7 @@ async fn nats_deliveries_carry_the_inbox_id_and_are_deduplicated() {
             200
         );
     }
-    converged(&app.db).await;
+    wait_until_converged(&app.db).await;
     let inbox_id: uuid::Uuid = sqlx::query_scalar("SELECT inbox_id FROM webhook_inbox")
         .fetch_one(&app.db)
         .await
@@ -47,7 +46,7 @@ async fn nats_deliveries_carry_the_inbox_id_and_are_deduplicated() {
         .await
         .unwrap();
     assert_eq!(replayed.deliveries, 1);
-    converged(&app.db).await;
+    wait_until_converged(&app.db).await;
     let attempts: i32 = sqlx::query_scalar("SELECT attempt_count FROM deliveries")
         .fetch_one(&app.db)
         .await

@@ -1,12 +1,11 @@
 //! Hundreds of concurrent copies of one event: one row, one mutation, one idempotency key.
 
-use crate::common::*;
-use crate::support::*;
+use crate::support::{http::*, receiver::*, signing::*, wait::*};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn three_hundred_copies_apply_once_and_deliver_one_key() {
-    let (receiver, app) = app_delivering_to(Behaviour::ok(), "").await;
-    let (headers, body) = signed_stripe("evt_300_copies");
+    let (receiver, app) = start_app_delivering_to(Behaviour::ok(), "").await;
+    let (headers, body) = signed_stripe_event("evt_300_copies");
     let requests = (0..300).map(|_| {
         let (client, base, headers, body) = (
             app.client.clone(),
@@ -25,7 +24,7 @@ async fn three_hundred_copies_apply_once_and_deliver_one_key() {
     assert_eq!(ids.len(), 1, "every copy answers with the one inbox id");
     let inbox_id = ids.into_iter().next().unwrap();
 
-    converged(&app.db).await;
+    wait_until_converged(&app.db).await;
     assert_eq!(app.count("webhook_inbox").await, 1);
     assert_eq!(app.count("processed_events").await, 1);
     assert_eq!(app.count("object_state").await, 1);

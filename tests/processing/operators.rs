@@ -3,17 +3,16 @@
 
 use wharf::processing::Reconciler;
 
-use crate::common::*;
-use crate::support::*;
+use crate::support::{http::*, receiver::*, signing::*, wait::*};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_reconciler_requeues_events_missing_processing_or_deliveries() {
-    let (receiver, app) = app_delivering_to(Behaviour::ok(), "").await;
+    let (receiver, app) = start_app_delivering_to(Behaviour::ok(), "").await;
     for id in ["evt_rec_1", "evt_rec_2"] {
-        let (headers, body) = signed_stripe(id);
+        let (headers, body) = signed_stripe_event(id);
         assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
     }
-    converged(&app.db).await;
+    wait_until_converged(&app.db).await;
     assert_eq!(receiver.received().len(), 2);
 
     // Lost by hand: one event's marker, the other's delivery row.
@@ -34,7 +33,7 @@ async fn the_reconciler_requeues_events_missing_processing_or_deliveries() {
     assert_eq!(report.missing_marker, 1);
     assert_eq!(report.missing_deliveries, 1);
 
-    converged(&app.db).await;
+    wait_until_converged(&app.db).await;
     assert_eq!(app.count("processed_events").await, 2);
     assert_eq!(app.count("deliveries").await, 2);
     let keys: Vec<String> = receiver

@@ -2,21 +2,20 @@
 
 use std::time::Duration;
 
-use crate::common::*;
-use crate::support::*;
+use crate::support::{app::*, http::*, signing::*, wait::*};
 
 const BASE: i64 = 1_764_000_000;
 
 /// Sends one version of one object and returns nothing; the answer must be 2xx.
 async fn send_version(app: &TestApp, object: &str, version: i64) {
     let (headers, body) =
-        stripe_object_event(&format!("evt_{object}_v{version}"), object, BASE + version);
+        signed_stripe_object_event(&format!("evt_{object}_v{version}"), object, BASE + version);
     let answer = app.post("stripe", &refs(&headers), body).await;
     assert_eq!(answer.status, 200, "{:?}", answer.json);
 }
 
 async fn all_processed(app: &TestApp) {
-    count_becomes(
+    wait_until_count(
         &app.db,
         "SELECT count(*) FROM webhook_inbox WHERE status <> 'PROCESSED'",
         0,
@@ -34,7 +33,10 @@ async fn projected(app: &TestApp, object: &str) -> (i64, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn versions_three_one_two_end_at_three() {
-    let app = app().toml(&worker_toml(2)).spawn().await;
+    let app = TestApp::builder()
+        .append_toml(&worker_toml(2))
+        .start()
+        .await;
     for version in [3, 1, 2] {
         send_version(&app, "cus_312", version).await;
         // Each arrives after the previous one was applied: arrival order is 3, 1, 2.
@@ -80,7 +82,10 @@ fn permutations(items: &[i64]) -> Vec<Vec<i64>> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_permutation_of_five_versions_converges_on_the_highest() {
-    let app = app().toml(&worker_toml(2)).spawn().await;
+    let app = TestApp::builder()
+        .append_toml(&worker_toml(2))
+        .start()
+        .await;
     let orders = permutations(&[1, 2, 3, 4, 5]);
     assert_eq!(orders.len(), 120);
     // Step k sends the k-th version of every permutation (one object each) and waits until
@@ -109,9 +114,12 @@ async fn every_permutation_of_five_versions_converges_on_the_highest() {
 async fn same_second_versions_order_by_event_id() {
     // Stripe reports `created` in seconds: two updates in one second tie, and the event id
     // decides, whatever the arrival order. The limit is documented.
-    let app = app().toml(&worker_toml(2)).spawn().await;
+    let app = TestApp::builder()
+        .append_toml(&worker_toml(2))
+        .start()
+        .await;
     for id in ["evt_b", "evt_a"] {
-        let (headers, body) = stripe_object_event(id, "cus_tie", BASE);
+        let (headers, body) = signed_stripe_object_event(id, "cus_tie", BASE);
         assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
         all_processed(&app).await;
         tokio::time::sleep(Duration::from_millis(10)).await;

@@ -1,0 +1,278 @@
+//! A Wharf server under test, started in process on port 0 against a fresh database:
+//! `TestApp::builder()` configures it, `.write_config()` writes its config without starting
+//! anything, and `.start()` starts it.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use sqlx::PgPool;
+use wharf::config::Config;
+use wharf::support::clock::{FixedClock, SharedClock, SystemClock};
+use wharf::{Server, ServerOptions};
+
+use super::database::{fresh_database, scalar_i64};
+use super::files::{adapter_file, repo_root};
+use super::http::{Answer, get_text, post};
+use super::signing::default_secrets;
+
+pub const DEFAULT_ENDPOINTS: &str = r#"
+[[endpoint]]
+id = "std"
+adapter = "standard-webhooks"
+secret = "std"
+
+[[endpoint]]
+id = "stripe"
+adapter = "stripe"
+secret = "stripe"
+
+[[endpoint]]
+id = "github"
+adapter = "github"
+secret = "github"
+"#;
+
+/// Worker settings with fast retries for tests; processing settings otherwise default.
+pub fn worker_toml(count: usize) -> String {
+    format!(
+        "[worker]\ncount = {count}\nlease_secs = 3\nbackoff_base_ms = 20\nbackoff_max_ms = 200\nidle_poll_ms = 100\nreconcile_interval_secs = 3600\n"
+    )
+}
+
+/// A route sending every event of the stripe endpoint to `url` (`extra`: more keys for it).
+pub fn http_route_toml(url: &str, extra: &str) -> String {
+    format!(
+        "[[route]]\nendpoint = \"stripe\"\nevents = [\"*\"]\nsink = \"http\"\nurl = \"{url}\"\n{extra}\n"
+    )
+}
+
+static TRACING: AtomicBool = AtomicBool::new(false);
+
+fn init_tracing() {
+    if !TRACING.swap(true, Ordering::SeqCst) {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| "info".into()),
+            )
+            .with_test_writer()
+            .try_init();
+    }
+}
+
+/// What a [`TestApp`] will be: by default the three standard adapters and their endpoints,
+/// the default secrets, the system clock and a fresh database.
+pub struct TestAppBuilder {
+    secrets: String,
+    /// Everything after the `[secrets]` table: the endpoints, then whatever was appended.
+    tail: String,
+    /// Lines appended to the `[database]` table.
+    database_extra: String,
+    adapters: Vec<&'static str>,
+    clock: Option<SharedClock>,
+    database_url: Option<String>,
+    max_body_bytes: u64,
+}
+
+impl TestAppBuilder {
+    /// Replaces the secrets file's text.
+    pub fn secrets_file(mut self, text: impl Into<String>) -> Self {
+        self.secrets = text.into();
+        self
+    }
+    /// `[[endpoint]]` tables after the default ones.
+    pub fn add_endpoints(mut self, toml: impl Into<String>) -> Self {
+        self.tail.push_str(&toml.into());
+        self
+    }
+    /// One more adapter component from `adapters/dist`.
+    pub fn add_adapter(mut self, rel: &'static str) -> Self {
+        self.adapters.push(rel);
+        self
+    }
+    pub fn clock(mut self, clock: SharedClock) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+    pub fn fixed_clock(self, unix: i64) -> Self {
+        self.clock(FixedClock::new(unix))
+    }
+    /// An existing database instead of a fresh one.
+    pub fn database_url(mut self, url: String) -> Self {
+        self.database_url = Some(url);
+        self
+    }
+    pub fn max_body_bytes(mut self, n: u64) -> Self {
+        self.max_body_bytes = n;
+        self
+    }
+    /// Extra TOML appended at the end of the config (tables such as `[worker]`, `[[route]]`).
+    pub fn append_toml(mut self, extra: &str) -> Self {
+        self.tail.push('\n');
+        self.tail.push_str(extra);
+        self
+    }
+    /// Extra TOML appended to the `[database]` table.
+    pub fn append_database_toml(mut self, extra: &str) -> Self {
+        self.database_extra.push_str(extra);
+        self
+    }
+
+    /// Writes the config into a temporary folder without starting anything.
+    pub async fn write_config(self) -> WrittenConfig {
+        init_tracing();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let adapters = dir.path().join("adapters");
+        std::fs::create_dir(&adapters).unwrap();
+        for rel in &self.adapters {
+            let src = adapter_file(rel);
+            std::fs::copy(&src, adapters.join(src.file_name().unwrap())).unwrap();
+        }
+        let secrets = dir.path().join("secrets.toml");
+        std::fs::write(&secrets, &self.secrets).unwrap();
+        let database_url = match self.database_url {
+            Some(url) => url,
+            None => fresh_database().await,
+        };
+        let cache = repo_root().join("target/wharf-test-cache");
+        let config = format!(
+            r#"[server]
+listen = "127.0.0.1:0"
+admin_listen = "127.0.0.1:0"
+max_body_bytes = {max_body}
+
+[database]
+url = "{database_url}"
+{database_extra}
+
+[adapters]
+dir = "adapters"
+cache_dir = "{cache}"
+
+[secrets]
+file = "secrets.toml"
+{tail}"#,
+            max_body = self.max_body_bytes,
+            database_extra = self.database_extra,
+            cache = cache.display(),
+            tail = self.tail,
+        );
+        let config_path = dir.path().join("wharf.toml");
+        std::fs::write(&config_path, config).unwrap();
+        WrittenConfig {
+            dir,
+            config_path,
+            secrets_path: secrets,
+            database_url,
+            clock: self.clock,
+        }
+    }
+
+    /// Writes the config and starts the server on it.
+    pub async fn start(self) -> TestApp {
+        self.write_config().await.start().await
+    }
+}
+
+/// A config written into its own temporary folder, with the adapters and secrets file it names.
+pub struct WrittenConfig {
+    pub dir: tempfile::TempDir,
+    pub config_path: PathBuf,
+    pub secrets_path: PathBuf,
+    pub database_url: String,
+    clock: Option<SharedClock>,
+}
+
+impl WrittenConfig {
+    /// Starts the server, in this process, on this config.
+    pub async fn start(self) -> TestApp {
+        let config = Config::load(&self.config_path).expect("valid config");
+        let clock = self.clock.clone().unwrap_or_else(|| Arc::new(SystemClock));
+        let server = Server::start(config, ServerOptions { clock })
+            .await
+            .expect("server starts");
+        let db = PgPool::connect(&self.database_url)
+            .await
+            .expect("test pool");
+        TestApp {
+            admin: format!("http://{}", server.admin_addr.expect("admin listener")),
+            base: format!("http://{}", server.addr),
+            addr: server.addr,
+            client: reqwest::Client::new(),
+            db,
+            server: Some(server),
+            config: self,
+        }
+    }
+
+    /// Adds lines to the written config's `[server]` table.
+    pub fn append_server_toml(self, lines: &str) -> Self {
+        let text = std::fs::read_to_string(&self.config_path).unwrap();
+        let text = text.replacen("[server]\n", &format!("[server]\n{lines}\n"), 1);
+        std::fs::write(&self.config_path, text).unwrap();
+        self
+    }
+}
+
+/// A running server and a pool on its database.
+pub struct TestApp {
+    pub base: String,
+    /// The admin listener: `/healthz`, `/readyz`.
+    pub admin: String,
+    pub addr: std::net::SocketAddr,
+    pub client: reqwest::Client,
+    pub db: PgPool,
+    pub server: Option<Server>,
+    pub config: WrittenConfig,
+}
+
+impl TestApp {
+    pub fn builder() -> TestAppBuilder {
+        TestAppBuilder {
+            secrets: default_secrets(),
+            tail: DEFAULT_ENDPOINTS.into(),
+            database_extra: String::new(),
+            adapters: vec!["standard-webhooks.wasm", "stripe.wasm", "github.wasm"],
+            clock: None,
+            database_url: None,
+            max_body_bytes: 1 << 20,
+        }
+    }
+
+    pub async fn post(
+        &self,
+        endpoint: &str,
+        headers: &[(&str, &str)],
+        body: impl Into<Vec<u8>>,
+    ) -> Answer {
+        post(&self.client, &self.base, endpoint, headers, body.into()).await
+    }
+
+    /// The status of `/readyz`.
+    pub async fn readiness(&self) -> u16 {
+        let response = self
+            .client
+            .get(format!("{}/readyz", self.admin))
+            .send()
+            .await
+            .expect("admin answers");
+        response.status().as_u16()
+    }
+
+    /// The admin listener's `/metrics` text.
+    pub async fn metrics(&self) -> String {
+        get_text(&self.client, &format!("{}/metrics", self.admin)).await
+    }
+
+    /// The rows in `table`.
+    pub async fn count(&self, table: &str) -> i64 {
+        scalar_i64(&self.db, &format!("SELECT count(*) FROM {table}")).await
+    }
+
+    pub async fn shutdown(mut self) {
+        if let Some(server) = self.server.take() {
+            server.shutdown().await.expect("clean shutdown");
+        }
+    }
+}

@@ -1,0 +1,69 @@
+//! A fresh Postgres database for each test, and queries for assertions.
+
+use sqlx::{Connection, PgConnection, PgPool};
+use tokio::sync::OnceCell;
+
+/// The server that hosts every test's database.
+pub fn admin_database_url() -> String {
+    std::env::var("WHARF_TEST_DATABASE_URL")
+        .or_else(|_| std::env::var("DATABASE_URL"))
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+}
+
+fn database_url_for(name: &str) -> String {
+    let admin = admin_database_url();
+    let (base, _) = admin
+        .rsplit_once('/')
+        .expect("database url with a database name");
+    format!("{base}/{name}")
+}
+
+static SWEPT: OnceCell<()> = OnceCell::const_new();
+
+/// Creates an empty database for one test. The first call drops what earlier runs left.
+pub async fn fresh_database() -> String {
+    let mut admin = PgConnection::connect(&admin_database_url())
+        .await
+        .expect("Postgres must be running: see README (cargo xtask test starts it)");
+    SWEPT
+        .get_or_init(|| sweep_stale_databases(&mut admin))
+        .await;
+    let name = format!("wharf_test_{}", uuid::Uuid::now_v7().simple());
+    sqlx::query(&format!("CREATE DATABASE \"{name}\""))
+        .execute(&mut admin)
+        .await
+        .expect("create database");
+    database_url_for(&name)
+}
+
+/// Drops test databases older than an hour: another test binary (or another checkout)
+/// may be running now. The name carries a UUIDv7, so it carries its creation time.
+async fn sweep_stale_databases(admin: &mut PgConnection) {
+    let stale: Vec<String> =
+        sqlx::query_scalar("SELECT datname FROM pg_database WHERE datname LIKE 'wharf\\_test\\_%'")
+            .fetch_all(&mut *admin)
+            .await
+            .unwrap_or_default();
+    let cutoff = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    for name in stale.into_iter().filter(|n| created_before(n, cutoff)) {
+        let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))
+            .execute(&mut *admin)
+            .await;
+    }
+}
+
+fn created_before(name: &str, cutoff: std::time::SystemTime) -> bool {
+    let Some(Ok(id)) = name.strip_prefix("wharf_test_").map(uuid::Uuid::parse_str) else {
+        return false;
+    };
+    let Some(ts) = id.get_timestamp() else {
+        return false;
+    };
+    let (secs, nanos) = ts.to_unix();
+    std::time::UNIX_EPOCH + std::time::Duration::new(secs, nanos) < cutoff
+}
+
+/// The one number `sql` selects.
+pub async fn scalar_i64(db: &PgPool, sql: &str) -> i64 {
+    sqlx::query_scalar(sql).fetch_one(db).await.unwrap()
+}

@@ -1,0 +1,80 @@
+//! Requests to the server under test and what it answers, down to raw TCP.
+
+/// An answer, read whole.
+#[derive(Debug)]
+pub struct Answer {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub json: serde_json::Value,
+}
+
+impl Answer {
+    /// The answer's `error` code, else its `status`, else empty.
+    pub fn code(&self) -> &str {
+        self.json["error"]
+            .as_str()
+            .or(self.json["status"].as_str())
+            .unwrap_or("")
+    }
+}
+
+/// POSTs `body` to `/webhooks/{endpoint}` and reads the answer whole.
+pub async fn post(
+    client: &reqwest::Client,
+    base: &str,
+    endpoint: &str,
+    headers: &[(&str, &str)],
+    body: Vec<u8>,
+) -> Answer {
+    let mut request = client
+        .post(format!("{base}/webhooks/{endpoint}"))
+        .body(body);
+    for (k, v) in headers {
+        request = request.header(*k, *v);
+    }
+    let response = request.send().await.expect("request sent");
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let bytes = response.bytes().await.expect("body");
+    let json = serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null);
+    Answer {
+        status,
+        headers,
+        json,
+    }
+}
+
+pub async fn get_text(client: &reqwest::Client, url: &str) -> String {
+    let response = client.get(url).send().await.expect("request sent");
+    response.text().await.expect("body")
+}
+
+/// Owned header pairs borrowed as the `&[(&str, &str)]` that [`post`] takes.
+pub fn refs(headers: &[(String, String)]) -> Vec<(&str, &str)> {
+    headers
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect()
+}
+
+/// Reads what the server sends until it closes the connection (or `within` passes):
+/// `(bytes, closed)`.
+pub async fn read_until_closed(
+    stream: &mut tokio::net::TcpStream,
+    within: std::time::Duration,
+) -> (String, bool) {
+    use tokio::io::AsyncReadExt;
+    let mut answer = Vec::new();
+    let closed = tokio::time::timeout(within, async {
+        let mut buf = [0u8; 4096];
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => answer.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await
+    .is_ok();
+    (String::from_utf8_lossy(&answer).into_owned(), closed)
+}

@@ -1,0 +1,28 @@
+//! Test support shared by the `ingest` and `processing` test binaries, one module per concern:
+//!
+//! - [`app`]: a Wharf server under test, in process: `TestApp::builder()`, then
+//!   `.write_config()` or `.start()`.
+//! - [`database`]: a fresh Postgres database per test, and queries for assertions.
+//! - [`files`]: the repository's files (built adapters, vectors) and file operations.
+//! - [`http`]: requests to the server and what it answers, down to raw TCP.
+//! - [`process`]: the `wharf` binary run as a child process, and its log.
+//! - [`signing`]: provider secrets, and requests signed as Stripe and GitHub sign them.
+//!
+//! Used by the processing tests only:
+//!
+//! - [`receiver`]: an HTTP receiver that records the deliveries it gets.
+//! - [`nats`]: a NATS stream private to one test.
+//! - [`wait`]: polling until the system converges.
+
+// Each test binary compiles the whole tree and uses part of it; every item is used by one.
+#![allow(dead_code)]
+
+pub mod app;
+pub mod database;
+pub mod files;
+pub mod http;
+pub mod nats;
+pub mod process;
+pub mod receiver;
+pub mod signing;
+pub mod wait;

@@ -1,0 +1,43 @@
+//! A NATS stream and subject prefix private to one test.
+
+/// A NATS config private to one test: its own accepted-events stream and subject prefix.
+pub struct NatsScope {
+    pub prefix: String,
+    pub stream: String,
+}
+
+impl NatsScope {
+    pub fn new() -> Self {
+        let id = uuid::Uuid::now_v7().simple().to_string();
+        Self {
+            prefix: format!("wharf_test_{id}.accepted"),
+            stream: format!("WHARF_TEST_{id}"),
+        }
+    }
+
+    pub fn toml(&self) -> String {
+        format!(
+            "[nats]\nurl = \"nats://127.0.0.1:4222\"\naccepted_stream = \"{}\"\naccepted_prefix = \"{}\"\n",
+            self.stream, self.prefix
+        )
+    }
+
+    pub async fn jetstream() -> async_nats::jetstream::Context {
+        let client = async_nats::connect("127.0.0.1:4222")
+            .await
+            .expect("NATS on 127.0.0.1:4222: see README (cargo xtask test starts it)");
+        async_nats::jetstream::new(client)
+    }
+
+    /// Messages the accepted-events stream holds.
+    pub async fn accepted_messages(&self) -> u64 {
+        let js = Self::jetstream().await;
+        let mut stream = js.get_stream(&self.stream).await.expect("stream exists");
+        stream.info().await.unwrap().state.messages
+    }
+
+    pub async fn cleanup(&self) {
+        let js = Self::jetstream().await;
+        let _ = js.delete_stream(&self.stream).await;
+    }
+}

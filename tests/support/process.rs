@@ -1,0 +1,105 @@
+//! The `wharf` binary run as a child process, and what it logs.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+/// Runs `wharf <args...>` to its end, with no database in its environment (the fixture
+/// runner and the config checks must not need one).
+pub fn run_wharf(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_wharf"))
+        .args(args)
+        .env_remove("WHARF_DATABASE_URL")
+        .env_remove("DATABASE_URL")
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("wharf runs")
+}
+
+/// A `wharf serve` child process on port 0; killed on drop.
+pub struct ServeProcess {
+    pub child: tokio::process::Child,
+    pub base: String,
+    /// The admin listener's base URL, when the config has one.
+    pub admin: Option<String>,
+}
+
+impl ServeProcess {
+    /// Starts `wharf serve`; its log (stderr) goes to `log` at `RUST_LOG=info`, else nowhere.
+    pub async fn start(config: &Path, log: Option<&Path>) -> Self {
+        Self::start_with(&["serve"], config, log, &[]).await
+    }
+
+    /// Starts `wharf <command...> --config CONFIG` with extra environment variables and waits
+    /// for its first stdout line (`serve` prints its addresses, `worker` its worker count).
+    pub async fn start_with(
+        command: &[&str],
+        config: &Path,
+        log: Option<&Path>,
+        env: &[(&str, &str)],
+    ) -> Self {
+        use tokio::io::AsyncBufReadExt;
+        let stderr = match log {
+            Some(path) => Stdio::from(std::fs::File::create(path).expect("log file")),
+            None => Stdio::null(),
+        };
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_wharf"))
+            .args(command)
+            .arg("--config")
+            .arg(config)
+            .env_remove("WHARF_DATABASE_URL")
+            .env_remove("DATABASE_URL")
+            .env_remove("WHARF_FAILPOINTS")
+            .env("RUST_LOG", if log.is_some() { "info" } else { "warn" })
+            .env("WHARF_LOG_FORMAT", "json")
+            .envs(env.iter().copied())
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .kill_on_drop(true)
+            .spawn()
+            .expect("wharf binary");
+        let stdout = child.stdout.take().unwrap();
+        let mut lines = tokio::io::BufReader::new(stdout).lines();
+        let line = tokio::time::timeout(std::time::Duration::from_secs(60), lines.next_line())
+            .await
+            .expect("wharf starts within a minute")
+            .unwrap()
+            .expect("a first line on stdout");
+        let started: serde_json::Value = serde_json::from_str(&line).expect("json line");
+        let base = started["listening"]
+            .as_str()
+            .map(|a| format!("http://{a}"))
+            .unwrap_or_default();
+        let admin = started["admin"].as_str().map(|a| format!("http://{a}"));
+        Self { child, base, admin }
+    }
+
+    /// Waits for the process to end on its own (a failpoint) and returns how it ended.
+    pub async fn wait_exit(mut self, within: std::time::Duration) -> std::process::ExitStatus {
+        tokio::time::timeout(within, self.child.wait())
+            .await
+            .expect("the process ends in time")
+            .unwrap()
+    }
+
+    /// SIGTERM, then waits for the graceful exit.
+    pub async fn stop(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().expect("running") as i32;
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .unwrap();
+        tokio::time::timeout(std::time::Duration::from_secs(10), self.child.wait())
+            .await
+            .expect("exits within 10 s of SIGTERM")
+            .unwrap()
+    }
+}
+
+/// The JSON request lines (message `webhook`) of a `wharf serve` log written with
+/// `WHARF_LOG_FORMAT=json`.
+pub fn request_lines(log: &str) -> Vec<serde_json::Value> {
+    log.lines()
+        .filter(|l| l.contains("\"webhook\""))
+        .map(|l| serde_json::from_str(l).expect("json log line"))
+        .collect()
+}
