@@ -19,27 +19,6 @@ fn head(len: usize) -> String {
     )
 }
 
-/// Reads one JSON answer (head and a body ending in `}`), or what arrived within `within`.
-async fn read_answer(stream: &mut TcpStream, within: Duration) -> String {
-    let mut answer = Vec::new();
-    let _ = tokio::time::timeout(within, async {
-        let mut buf = [0u8; 4096];
-        loop {
-            match stream.read(&mut buf).await {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    answer.extend_from_slice(&buf[..n]);
-                    if answer.windows(4).any(|w| w == b"\r\n\r\n") && answer.ends_with(b"}") {
-                        break;
-                    }
-                }
-            }
-        }
-    })
-    .await;
-    String::from_utf8_lossy(&answer).into_owned()
-}
-
 #[tokio::test]
 async fn headers_that_never_finish_are_cut_after_the_header_timeout() {
     let app = TestApp::builder()

@@ -72,23 +72,7 @@ async fn raw_exchange(
     if shutdown_write {
         stream.shutdown().await.unwrap();
     }
-    let mut answer = Vec::new();
-    let _ = tokio::time::timeout(Duration::from_secs(5), async {
-        let mut buf = [0u8; 4096];
-        loop {
-            match stream.read(&mut buf).await {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    answer.extend_from_slice(&buf[..n]);
-                    if answer.windows(4).any(|w| w == b"\r\n\r\n") && answer.ends_with(b"}") {
-                        break;
-                    }
-                }
-            }
-        }
-    })
-    .await;
-    String::from_utf8_lossy(&answer).into_owned()
+    read_answer(&mut stream, Duration::from_secs(5)).await
 }
 
 #[tokio::test]

@@ -78,3 +78,28 @@ pub async fn read_until_closed(
     .is_ok();
     (String::from_utf8_lossy(&answer).into_owned(), closed)
 }
+
+/// Reads one JSON answer (head and a body ending in `}`), or what arrived within `within`.
+pub async fn read_answer(
+    stream: &mut tokio::net::TcpStream,
+    within: std::time::Duration,
+) -> String {
+    use tokio::io::AsyncReadExt as _;
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(within, async {
+        let mut buf = [0u8; 4096];
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    answer.extend_from_slice(&buf[..n]);
+                    if answer.windows(4).any(|w| w == b"\r\n\r\n") && answer.ends_with(b"}") {
+                        break;
+                    }
+                }
+            }
+        }
+    })
+    .await;
+    String::from_utf8_lossy(&answer).into_owned()
+}

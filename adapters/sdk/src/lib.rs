@@ -3,7 +3,7 @@
 //!
 //! An adapter needs one `use` and one export line:
 //!
-//! ```ignore
+//! ```text
 //! use wharf_adapter_sdk::prelude::*;
 //!
 //! struct Acme;

@@ -15,10 +15,12 @@ mod verify;
 
 pub use error::IngestError;
 pub use pipeline::{
-    Admitted, Ingest, KeySource, Outcome, RequestFacts, Verified, inbox_ids, verify_and_parse,
+    Admitted, Ingest, Outcome, RequestFacts, Verified, inbox_ids, verify_and_parse,
 };
-pub use secrets::{SECRETS_QUIET, SecretStore, Secrets, SecretsError, TrustedKey, decode_key};
-pub use store::{Acceptance, NewEvent, ObjectVersion, Store, StoreError, Submission, redact_db};
+pub use secrets::{
+    KeySource, SECRETS_QUIET, SecretStore, Secrets, SecretsError, TrustedKey, decode_key,
+};
+pub use store::{Acceptance, NewEvent, Store, StoreError, StoredVersion, Submission, redact_db};
 pub use verify::{
     ContractViolation, MAX_BODY_PASSES, MAX_CHECKS, MAX_LITERAL_BYTES, MAX_PARTS,
     MAX_SIGNATURE_BYTES, MAX_SIGNATURES, VerifyError, check_freshness, hash_budget, validate,

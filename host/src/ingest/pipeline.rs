@@ -11,12 +11,10 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use super::error::IngestError;
-use super::secrets::{SecretStore, Secrets, SecretsError, TrustedKey};
-use super::store::{Acceptance, NewEvent, ObjectVersion, Store, Submission};
+use super::secrets::{KeySource, SecretStore};
+use super::store::{Acceptance, NewEvent, Store, StoredVersion, Submission};
 use super::verify::{self, VerifyError};
-use crate::adapter::{
-    self, AdapterSet, KeyEncoding, LoadedAdapter, Parsed, RejectionKind, RequestView,
-};
+use crate::adapter::{self, AdapterSet, LoadedAdapter, Parsed, RejectionKind, RequestView};
 use crate::config::{EndpointConfig, UnsupportedTypes, glob_match};
 use crate::support::clock::SharedClock;
 use crate::support::failpoint;
@@ -239,39 +237,6 @@ impl Ingest {
     }
 }
 
-/// Where verification gets an endpoint's trusted keys: the live secrets file when serving, a
-/// fixture's own secret set under `wharf adapter test`.
-pub trait KeySource: Send + Sync {
-    fn keys(
-        &self,
-        set: &str,
-        encoding: KeyEncoding,
-        now: OffsetDateTime,
-    ) -> Result<Vec<TrustedKey>, SecretsError>;
-}
-
-impl KeySource for SecretStore {
-    fn keys(
-        &self,
-        set: &str,
-        encoding: KeyEncoding,
-        now: OffsetDateTime,
-    ) -> Result<Vec<TrustedKey>, SecretsError> {
-        SecretStore::keys(self, set, encoding, now)
-    }
-}
-
-impl KeySource for Secrets {
-    fn keys(
-        &self,
-        set: &str,
-        encoding: KeyEncoding,
-        now: OffsetDateTime,
-    ) -> Result<Vec<TrustedKey>, SecretsError> {
-        Secrets::keys(self, set, encoding, now)
-    }
-}
-
 /// Steps 4 to 7: what is signed, verification, freshness, and what the verified body means.
 /// Needs no database: the HTTP path and the fixture runner (`wharf adapter test`) both run
 /// exactly this, so a fixture that passes tells how the receiver will answer.
@@ -437,10 +402,10 @@ fn to_event(
         return Err(bad("object id and route must be at most 255 bytes"));
     }
     let object_version = match e.object_version {
-        Some(adapter::ObjectVersion::Sequence(v)) => Some(ObjectVersion::Sequence(
+        Some(adapter::ObjectVersion::Sequence(v)) => Some(StoredVersion::Sequence(
             i64::try_from(v).map_err(|_| bad("object version too large"))?,
         )),
-        Some(adapter::ObjectVersion::CreatedAt(v)) => Some(ObjectVersion::CreatedAt(v)),
+        Some(adapter::ObjectVersion::CreatedAt(v)) => Some(StoredVersion::CreatedAt(v)),
         None => None,
     };
     let created_at = e

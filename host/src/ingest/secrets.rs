@@ -129,9 +129,56 @@ impl Secrets {
     pub fn set_names(&self) -> impl Iterator<Item = &str> {
         self.sets.keys().map(String::as_str)
     }
+}
 
+fn parse_instant(value: &toml::Value) -> Result<OffsetDateTime, String> {
+    let text = match value {
+        toml::Value::String(s) => s.clone(),
+        toml::Value::Datetime(d) => d.to_string(),
+        _ => return Err("expected an RFC 3339 date-time".into()),
+    };
+    OffsetDateTime::parse(&text, &time::format_description::well_known::Rfc3339)
+        .map_err(|e| e.to_string())
+}
+
+pub fn decode_key(value: &str, encoding: KeyEncoding) -> Option<Vec<u8>> {
+    use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD};
+    let b64 = |s: &str| {
+        STANDARD
+            .decode(s)
+            .or_else(|_| STANDARD_NO_PAD.decode(s))
+            .ok()
+    };
+    let key = match encoding {
+        KeyEncoding::Raw => Some(value.as_bytes().to_vec()),
+        KeyEncoding::WhsecBase64 => b64(value.strip_prefix("whsec_").unwrap_or(value)),
+        KeyEncoding::Base64 => b64(value),
+        KeyEncoding::Hex => hex::decode(value).ok(),
+    }?;
+    (!key.is_empty()).then_some(key)
+}
+
+/// One read of the file: its text, or why it could not be read.
+type Read = Result<String, String>;
+
+fn read(path: &Path) -> Read {
+    std::fs::read_to_string(path).map_err(|e| e.to_string())
+}
+
+/// Where verification gets an endpoint's trusted keys: the live secrets file when serving, a
+/// fixture's own secret set under `wharf adapter test`.
+pub trait KeySource: Send + Sync {
     /// The set's unexpired versions, newest first, decoded for the adapter's encoding.
-    pub fn keys(
+    fn keys(
+        &self,
+        set: &str,
+        encoding: KeyEncoding,
+        now: OffsetDateTime,
+    ) -> Result<Vec<TrustedKey>, SecretsError>;
+}
+
+impl KeySource for Secrets {
+    fn keys(
         &self,
         set: &str,
         encoding: KeyEncoding,
@@ -167,38 +214,18 @@ impl Secrets {
     }
 }
 
-fn parse_instant(value: &toml::Value) -> Result<OffsetDateTime, String> {
-    let text = match value {
-        toml::Value::String(s) => s.clone(),
-        toml::Value::Datetime(d) => d.to_string(),
-        _ => return Err("expected an RFC 3339 date-time".into()),
-    };
-    OffsetDateTime::parse(&text, &time::format_description::well_known::Rfc3339)
-        .map_err(|e| e.to_string())
-}
-
-pub fn decode_key(value: &str, encoding: KeyEncoding) -> Option<Vec<u8>> {
-    use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD};
-    let b64 = |s: &str| {
-        STANDARD
-            .decode(s)
-            .or_else(|_| STANDARD_NO_PAD.decode(s))
-            .ok()
-    };
-    let key = match encoding {
-        KeyEncoding::Raw => Some(value.as_bytes().to_vec()),
-        KeyEncoding::WhsecBase64 => b64(value.strip_prefix("whsec_").unwrap_or(value)),
-        KeyEncoding::Base64 => b64(value),
-        KeyEncoding::Hex => hex::decode(value).ok(),
-    }?;
-    (!key.is_empty()).then_some(key)
-}
-
-/// One read of the file: its text, or why it could not be read.
-type Read = Result<String, String>;
-
-fn read(path: &Path) -> Read {
-    std::fs::read_to_string(path).map_err(|e| e.to_string())
+impl KeySource for SecretStore {
+    fn keys(
+        &self,
+        set: &str,
+        encoding: KeyEncoding,
+        now: OffsetDateTime,
+    ) -> Result<Vec<TrustedKey>, SecretsError> {
+        match &**self.current.load() {
+            Ok(secrets) => secrets.keys(set, encoding, now),
+            Err(e) => Err(SecretsError::FileUnreadable(e.clone())),
+        }
+    }
 }
 
 /// The live secrets, swapped atomically on reload.
@@ -242,18 +269,6 @@ impl SecretStore {
 
     pub fn current(&self) -> Arc<Result<Secrets, String>> {
         self.current.load_full()
-    }
-
-    pub fn keys(
-        &self,
-        set: &str,
-        encoding: KeyEncoding,
-        now: OffsetDateTime,
-    ) -> Result<Vec<TrustedKey>, SecretsError> {
-        match &**self.current.load() {
-            Ok(secrets) => secrets.keys(set, encoding, now),
-            Err(e) => Err(SecretsError::FileUnreadable(e.clone())),
-        }
     }
 
     fn is_applied(&self, read: &Read) -> bool {

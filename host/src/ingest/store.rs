@@ -23,12 +23,14 @@ pub struct NewEvent {
     pub event_id: String,
     pub event_type: String,
     pub object_id: Option<String>,
-    pub object_version: Option<ObjectVersion>,
+    pub object_version: Option<StoredVersion>,
     pub created_at: Option<OffsetDateTime>,
 }
 
+/// An object version as the inbox stores it (`object_version_kind`, `object_version`): the
+/// adapter's `object-version`, checked to fit Postgres' `bigint`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ObjectVersion {
+pub enum StoredVersion {
     Sequence(i64),
     CreatedAt(i64),
 }
@@ -145,8 +147,8 @@ async fn insert_event(
     payload_hash: &[u8],
 ) -> Result<Acceptance, sqlx::Error> {
     let (version_kind, version) = match event.object_version {
-        Some(ObjectVersion::Sequence(v)) => (Some("sequence"), Some(v)),
-        Some(ObjectVersion::CreatedAt(v)) => (Some("created_at"), Some(v)),
+        Some(StoredVersion::Sequence(v)) => (Some("sequence"), Some(v)),
+        Some(StoredVersion::CreatedAt(v)) => (Some("created_at"), Some(v)),
         None => (None, None),
     };
     let topic = crate::support::subjects::accepted_topic(&event.endpoint_id, &event.event_type);

@@ -32,7 +32,7 @@ use time::OffsetDateTime;
 
 use crate::adapter::LoadedAdapter;
 use crate::config::{EndpointConfig, UnsupportedTypes};
-use crate::ingest::ObjectVersion;
+use crate::ingest::StoredVersion;
 use crate::ingest::{Admitted, Outcome, RequestFacts, Verified, verify_and_parse};
 use crate::ingest::{IngestError, Secrets};
 
@@ -443,11 +443,11 @@ fn outcome_of(result: Result<Verified, crate::ingest::IngestError>) -> Expected 
                     event_type: e.event_type,
                     object_id: e.object_id,
                     sequence: match e.object_version {
-                        Some(ObjectVersion::Sequence(v)) => Some(v),
+                        Some(StoredVersion::Sequence(v)) => Some(v),
                         _ => None,
                     },
                     version_created_at: match e.object_version {
-                        Some(ObjectVersion::CreatedAt(v)) => Some(v),
+                        Some(StoredVersion::CreatedAt(v)) => Some(v),
                         _ => None,
                     },
                     created_at: e.created_at.map(OffsetDateTime::unix_timestamp),
