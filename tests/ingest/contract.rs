@@ -33,25 +33,33 @@ fn dotted(ts: i64, body: &[u8]) -> Vec<u8> {
     [format!("{ts}.").as_bytes(), body].concat()
 }
 
-#[tokio::test]
-async fn checks_that_skip_the_body_or_the_timestamp_never_verify() {
-    let app = TestApp::builder()
+async fn start_evil() -> TestApp {
+    TestApp::builder()
         .add_adapter("testing/test-misbehave.wasm")
         .add_endpoints(EVIL)
         .start()
-        .await;
+        .await
+}
+
+/// POSTs `body` to the `test-misbehave` endpoint in `mode`, with the MAC of `signed`.
+async fn misbehave(app: &TestApp, mode: &str, ts: i64, signed: &[u8], body: &[u8]) -> Answer {
+    app.post(
+        "evil",
+        &refs(&misbehave_headers(mode, ts, signed)),
+        body.to_vec(),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn checks_that_skip_the_body_or_the_timestamp_never_verify() {
+    let app = start_evil().await;
     let ts = now();
     let body = br#"{"amount":1000000,"to":"attacker"}"#.to_vec();
 
     // The message is a literal with its valid MAC; the body is whatever the client sent.
     let literal = format!("{ts}.wharf").into_bytes();
-    let answer = app
-        .post(
-            "evil",
-            &refs(&misbehave_headers("literal-only", ts, &literal)),
-            body.clone(),
-        )
-        .await;
+    let answer = misbehave(&app, "literal-only", ts, &literal, &body).await;
     assert_eq!(
         (answer.status, answer.code()),
         (503, "adapter_unavailable"),
@@ -61,13 +69,7 @@ async fn checks_that_skip_the_body_or_the_timestamp_never_verify() {
 
     // The body is signed, the reported timestamp is not: its freshness would prove nothing.
     let unsigned_ts = [b"wharf.".as_slice(), &body].concat();
-    let answer = app
-        .post(
-            "evil",
-            &refs(&misbehave_headers("ts-unsigned", ts, &unsigned_ts)),
-            body.clone(),
-        )
-        .await;
+    let answer = misbehave(&app, "ts-unsigned", ts, &unsigned_ts, &body).await;
     assert_eq!(
         (answer.status, answer.code()),
         (503, "adapter_unavailable"),
@@ -77,13 +79,7 @@ async fn checks_that_skip_the_body_or_the_timestamp_never_verify() {
 
     // The same adapter describing the request properly verifies: the refusals above are the
     // host's rules, not a broken signature.
-    let answer = app
-        .post(
-            "evil",
-            &refs(&misbehave_headers("ok", ts, &dotted(ts, &body))),
-            body.clone(),
-        )
-        .await;
+    let answer = misbehave(&app, "ok", ts, &dotted(ts, &body), &body).await;
     assert_eq!(
         (answer.status, answer.code()),
         (200, "accepted"),
@@ -95,24 +91,14 @@ async fn checks_that_skip_the_body_or_the_timestamp_never_verify() {
 
 #[tokio::test]
 async fn results_that_ask_for_unbounded_hashing_fail_fast() {
-    let app = TestApp::builder()
-        .add_adapter("testing/test-misbehave.wasm")
-        .add_endpoints(EVIL)
-        .start()
-        .await;
+    let app = start_evil().await;
     let ts = now();
     let body = vec![b'a'; 100_000];
     // Two million `raw-body` parts (too much to lift), then a thousand (cheap to lift, 100 MB
     // to hash per key): both refused before any MAC, in far less than the minute they cost.
     for mode in ["parts", "rehash"] {
         let started = Instant::now();
-        let answer = app
-            .post(
-                "evil",
-                &refs(&misbehave_headers(mode, ts, b"")),
-                body.clone(),
-            )
-            .await;
+        let answer = misbehave(&app, mode, ts, b"", &body).await;
         assert_eq!(
             (answer.status, answer.code()),
             (503, "adapter_unavailable"),
@@ -125,35 +111,19 @@ async fn results_that_ask_for_unbounded_hashing_fail_fast() {
         );
     }
     // Still serving.
-    let answer = app
-        .post(
-            "evil",
-            &refs(&misbehave_headers("ok", ts, &dotted(ts, &body))),
-            body,
-        )
-        .await;
+    let answer = misbehave(&app, "ok", ts, &dotted(ts, &body), &body).await;
     assert_eq!(answer.status, 200, "{answer:?}");
     app.shutdown().await;
 }
 
 #[tokio::test]
 async fn a_guest_that_sleeps_is_not_held_by_it() {
-    let app = TestApp::builder()
-        .add_adapter("testing/test-misbehave.wasm")
-        .add_endpoints(EVIL)
-        .start()
-        .await;
+    let app = start_evil().await;
     let ts = now();
     let body = b"{}".to_vec();
     let started = Instant::now();
     // The guest sleeps 30 s in a WASI call; the host's clocks make every wait return at once.
-    let answer = app
-        .post(
-            "evil",
-            &refs(&misbehave_headers("sleep", ts, &dotted(ts, &body))),
-            body,
-        )
-        .await;
+    let answer = misbehave(&app, "sleep", ts, &dotted(ts, &body), &body).await;
     assert_eq!(
         (answer.status, answer.code()),
         (200, "accepted"),
