@@ -177,9 +177,22 @@ pub struct ServerConfig {
     /// fit, 503 `overloaded` without reading the body.
     #[serde(default = "default_max_buffered_bytes")]
     pub max_buffered_bytes: u64,
+    /// Longest a request admitted past the body read should wait for its answer under
+    /// overload. Admission keeps in flight what the receiver answered per second times half
+    /// this, so whatever cannot be answered in time is refused at once (503 `overloaded`)
+    /// before the adapter runs.
+    #[serde(default = "default_answer_budget_ms")]
+    pub answer_budget_ms: u64,
+    /// Requests admitted at once whatever the measured rate, so a burst after a quiet spell
+    /// is taken (the rate measured then was low).
+    #[serde(default = "default_min_in_flight")]
+    pub min_in_flight: usize,
 }
 
 impl ServerConfig {
+    pub fn answer_budget(&self) -> Duration {
+        Duration::from_millis(self.answer_budget_ms)
+    }
     pub fn header_timeout(&self) -> Duration {
         Duration::from_millis(self.header_timeout_ms)
     }
@@ -205,6 +218,23 @@ pub struct DatabaseConfig {
     pub commit_timeout_ms: u64,
     #[serde(default = "yes")]
     pub migrate_on_start: bool,
+    /// Acceptance transactions that may run at once; requests arriving while all are busy
+    /// wait and share the next one (group commit).
+    #[serde(default = "default_accept_writers")]
+    pub accept_writers: usize,
+    /// Most events one acceptance transaction carries.
+    #[serde(default = "default_accept_batch_max")]
+    pub accept_batch_max: usize,
+    /// Longest a transaction waits for more requests to join it after the first (0: it takes
+    /// what is queued and goes, so a lone request is never delayed).
+    #[serde(default)]
+    pub accept_batch_wait_us: u64,
+}
+
+impl DatabaseConfig {
+    pub fn commit_timeout(&self) -> Duration {
+        Duration::from_millis(self.commit_timeout_ms)
+    }
 }
 
 impl Default for DatabaseConfig {
@@ -293,6 +323,18 @@ fn default_max_buffered_bytes() -> u64 {
 }
 fn default_pool() -> u32 {
     16
+}
+fn default_accept_writers() -> usize {
+    4
+}
+fn default_accept_batch_max() -> usize {
+    64
+}
+fn default_answer_budget_ms() -> u64 {
+    500
+}
+fn default_min_in_flight() -> usize {
+    512
 }
 fn default_commit_timeout_ms() -> u64 {
     1500
@@ -514,8 +556,27 @@ impl Config {
             s.max_buffered_bytes,
             s.max_body_bytes..=16 << 30,
         )?;
+        // Above the commit timeout it would admit requests that can only end in a 503.
+        in_range(
+            "[server] answer_budget_ms",
+            s.answer_budget_ms,
+            10..=MAX_COMMIT_TIMEOUT_MS,
+        )?;
+        in_range("[server] min_in_flight", s.min_in_flight, 1..=8192)?;
         let d = &self.database;
         in_range("[database] max_connections", d.max_connections, 1..=1000)?;
+        // Each writer holds a pooled connection while it commits.
+        in_range(
+            "[database] accept_writers (at most max_connections)",
+            d.accept_writers,
+            1..=d.max_connections as usize,
+        )?;
+        in_range("[database] accept_batch_max", d.accept_batch_max, 1..=1000)?;
+        in_range(
+            "[database] accept_batch_wait_us",
+            d.accept_batch_wait_us,
+            0..=100_000,
+        )?;
         in_range(
             "[database] commit_timeout_ms",
             d.commit_timeout_ms,

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use crate::adapter::{Sandbox, SandboxLimits};
 use crate::config::{self, Config, ServerConfig};
 use crate::http::{HttpState, admin_router, processing_admin_router, public_router};
-use crate::ingest::Ingest;
+use crate::ingest::{Admission, CommitSettings, Ingest};
 use crate::ingest::SecretStore;
 use crate::ingest::Store;
 use crate::processing::Processing;
@@ -51,11 +51,20 @@ pub struct Server {
 impl Server {
     pub async fn start(config: Config, options: ServerOptions) -> anyhow::Result<Self> {
         failpoint::validate()?;
+        let metrics = Arc::new(Metrics::default());
         let store = Store::connect_lazy(
             config.database_url(),
             config.database.max_connections,
-            Duration::from_millis(config.database.commit_timeout_ms),
-        )?;
+            config.database.commit_timeout(),
+        )?
+        .with_group_commit(
+            CommitSettings {
+                writers: config.database.accept_writers,
+                max_batch_events: config.database.accept_batch_max,
+                max_wait: Duration::from_micros(config.database.accept_batch_wait_us),
+            },
+            Arc::clone(&metrics),
+        );
         if config.database.migrate_on_start {
             store.migrate().await?;
         }
@@ -76,7 +85,6 @@ impl Server {
             SandboxLimits::from_config(&config.adapters),
             config.adapters.cache_dir.clone(),
         )?;
-        let metrics = Arc::new(Metrics::default());
         let reloader = Reloader::new(Arc::clone(&sandbox), config.adapters.dir.clone());
         let adapters = reloader.initial(&metrics).await?;
         for e in &config.endpoints {
@@ -101,7 +109,11 @@ impl Server {
             options.clock,
             config.server.max_body_bytes,
             Arc::clone(&metrics),
-        ));
+        )
+        .with_admission(Admission::new(
+            config.server.answer_budget(),
+            config.server.min_in_flight,
+        )));
         let config = Arc::new(config);
         let processing = Arc::new(Processing::new(
             Arc::clone(&config),

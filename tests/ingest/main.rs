@@ -10,6 +10,7 @@ mod cli;
 mod concurrency;
 mod contract;
 mod fixtures;
+mod group_commit;
 mod limits;
 mod logs;
 mod outage;

@@ -4,7 +4,7 @@
 use http::StatusCode;
 
 use super::secrets::SecretsError;
-use super::store::StoreError;
+use super::rows::StoreError;
 use super::verify::{self, VerifyError};
 use crate::adapter::AdapterFailure;
 
@@ -43,6 +43,10 @@ pub enum IngestError {
     /// The body budget cannot hold this request's body now; nothing of it was read.
     #[error("too many request bodies in flight")]
     Overloaded,
+    /// More requests are in flight than could be answered within the answer budget; this one
+    /// is refused before the adapter runs (its body was read, the connection stays usable).
+    #[error("more requests than can be answered in time")]
+    AtCapacity,
     /// The body did not arrive within the body deadline; nothing was stored.
     #[error("request body not received in time")]
     BodyTimeout,
@@ -79,7 +83,9 @@ impl IngestError {
             IngestError::AdapterUnavailable(_) | IngestError::AdapterContract(_) => {
                 (StatusCode::SERVICE_UNAVAILABLE, "adapter_unavailable")
             }
-            IngestError::Overloaded => (StatusCode::SERVICE_UNAVAILABLE, "overloaded"),
+            IngestError::Overloaded | IngestError::AtCapacity => {
+                (StatusCode::SERVICE_UNAVAILABLE, "overloaded")
+            }
             IngestError::BodyTimeout => (StatusCode::REQUEST_TIMEOUT, "body_timeout"),
         }
     }

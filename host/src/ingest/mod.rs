@@ -4,15 +4,23 @@
 //!   that the fixture runner shares
 //! - `verify`: what "verified" means, the MACs, freshness
 //! - `secrets`: the secrets file, hot-reloaded, failing closed
+//! - `admission`: past capacity, refuse at once what could not be answered in the budget
 //! - `store`: Postgres: migrations and `accept`, the one way events are stored
+//! - `commit`: group commit behind `accept`: requests that arrive together share a transaction
+//! - `rows`: what acceptance writes and answers, and `StoreError`
 //! - `error`: `IngestError`, its status, code and internal cause
 
+mod admission;
+mod commit;
 mod error;
 mod pipeline;
+mod rows;
 mod secrets;
 mod store;
 mod verify;
 
+pub use admission::{Admission, MAX_IN_FLIGHT};
+pub use commit::CommitSettings;
 pub use error::IngestError;
 pub use pipeline::{
     Admitted, Ingest, Outcome, RequestFacts, Verified, inbox_ids, verify_and_parse,
@@ -20,7 +28,8 @@ pub use pipeline::{
 pub use secrets::{
     KeySource, SECRETS_QUIET, SecretStore, Secrets, SecretsError, TrustedKey, decode_key,
 };
-pub use store::{Acceptance, NewEvent, Store, StoreError, StoredVersion, Submission, redact_db};
+pub use rows::{Acceptance, NewEvent, StoreError, StoredVersion, Submission, redact_db};
+pub use store::Store;
 pub use verify::{
     ContractViolation, MAX_BODY_PASSES, MAX_CHECKS, MAX_LITERAL_BYTES, MAX_PARTS,
     MAX_SIGNATURE_BYTES, MAX_SIGNATURES, VerifyError, check_freshness, hash_budget, validate,

@@ -10,9 +10,11 @@ use bytes::Bytes;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
+use super::admission::Admission;
 use super::error::IngestError;
+use super::rows::{Acceptance, NewEvent, StoredVersion, Submission};
 use super::secrets::{KeySource, SecretStore};
-use super::store::{Acceptance, NewEvent, Store, StoredVersion, Submission};
+use super::store::Store;
 use super::verify::{self, VerifyError};
 use crate::adapter::{self, AdapterSet, LoadedAdapter, Parsed, RejectionKind, RequestView};
 use crate::config::{EndpointConfig, UnsupportedTypes, glob_match};
@@ -83,6 +85,7 @@ pub struct Ingest {
     max_body_bytes: u64,
     metrics: Arc<Metrics>,
     signals: Arc<Signals>,
+    admission: Admission,
 }
 
 impl Ingest {
@@ -107,7 +110,18 @@ impl Ingest {
             max_body_bytes,
             metrics,
             signals: Arc::default(),
+            admission: Admission::default(),
         }
+    }
+
+    /// Admission with the configured answer budget (`[server] answer_budget_ms`).
+    pub fn with_admission(mut self, admission: Admission) -> Self {
+        self.admission = admission;
+        self
+    }
+
+    pub fn admission(&self) -> &Admission {
+        &self.admission
     }
 
     /// Raised after each commit that accepted an event, to wake processing in this process.
@@ -195,6 +209,12 @@ impl Ingest {
         body: Bytes,
         facts: &mut RequestFacts,
     ) -> Result<Outcome, IngestError> {
+        // Past capacity the request is refused here, before any guest call or MAC; the ticket
+        // is held until the answer.
+        let ticket = self.admission.try_admit();
+        self.metrics
+            .admission(self.admission.in_flight(), self.admission.limit());
+        let _ticket = ticket.ok_or(IngestError::AtCapacity)?;
         // Steps 4 to 7 are CPU work (guest calls, MACs): one hop to the sandbox's threads runs
         // them all, off the runtime that serves HTTP and commits.
         let this = Arc::clone(self);
@@ -224,7 +244,7 @@ impl Ingest {
             // 8. One transaction; the answer waits for the commit.
             Verified::Accept(submission) => {
                 let started = std::time::Instant::now();
-                let stored = self.store.accept(&submission).await;
+                let stored = self.store.accept(submission).await;
                 self.metrics.db_commit(started.elapsed().as_secs_f64());
                 let stored = stored?;
                 failpoint::hit(failpoint::INGEST_AFTER_COMMIT);

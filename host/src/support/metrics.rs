@@ -47,6 +47,11 @@ pub struct Metrics {
     oldest_pending: Gauge<f64, std::sync::atomic::AtomicU64>,
     outbox_unpublished: Gauge,
     body_bytes_reserved: Gauge,
+    accept_batch_events: Histogram,
+    accept_transaction_seconds: Histogram,
+    accept_batch_splits: Counter,
+    admission_in_flight: Gauge,
+    admission_limit: Gauge,
 }
 
 impl Default for Metrics {
@@ -68,7 +73,8 @@ impl Default for Metrics {
         );
         registry.register(
             "wharf_db_commit_seconds",
-            "Time to commit one acceptance transaction, failures included",
+            "Time from a request's submission to the commit of its acceptance transaction \
+             (the wait for a writer included), failures included",
             db_commit_seconds.clone(),
         );
         let worker_events = Family::<OutcomeLabels, Counter>::default();
@@ -108,6 +114,36 @@ impl Default for Metrics {
             "Body bytes reserved by requests in flight, out of [server] max_buffered_bytes",
             body_bytes_reserved.clone(),
         );
+        let accept_batch_events = Histogram::new(exponential_buckets(1.0, 2.0, 11));
+        registry.register(
+            "wharf_accept_batch_events",
+            "Events committed per acceptance transaction (group commit)",
+            accept_batch_events.clone(),
+        );
+        let accept_transaction_seconds = Histogram::new(exponential_buckets(0.0005, 2.0, 14));
+        registry.register(
+            "wharf_accept_transaction_seconds",
+            "Time one acceptance transaction took in the database, per batch",
+            accept_transaction_seconds.clone(),
+        );
+        let accept_batch_splits = Counter::default();
+        registry.register(
+            "wharf_accept_batch_splits",
+            "Acceptance batches the database refused and that were retried in halves",
+            accept_batch_splits.clone(),
+        );
+        let admission_in_flight = Gauge::default();
+        registry.register(
+            "wharf_admission_in_flight",
+            "Requests admitted past the body read and not yet answered",
+            admission_in_flight.clone(),
+        );
+        let admission_limit = Gauge::default();
+        registry.register(
+            "wharf_admission_limit",
+            "Requests that may be in flight now: the answer rate times half the answer budget",
+            admission_limit.clone(),
+        );
         Self {
             registry: Mutex::new(registry),
             requests,
@@ -119,6 +155,11 @@ impl Default for Metrics {
             oldest_pending,
             outbox_unpublished,
             body_bytes_reserved,
+            accept_batch_events,
+            accept_transaction_seconds,
+            accept_batch_splits,
+            admission_in_flight,
+            admission_limit,
         }
     }
 }
@@ -168,6 +209,21 @@ impl Metrics {
     /// A request reserved (positive) or gave back (negative) body bytes.
     pub fn body_bytes_reserved(&self, delta: i64) {
         self.body_bytes_reserved.inc_by(delta);
+    }
+
+    /// One acceptance transaction committed this many events in this long.
+    pub fn accept_batch(&self, events: usize, seconds: f64) {
+        self.accept_batch_events.observe(events as f64);
+        self.accept_transaction_seconds.observe(seconds);
+    }
+
+    pub fn accept_batch_split(&self) {
+        self.accept_batch_splits.inc();
+    }
+
+    pub fn admission(&self, in_flight: usize, limit: usize) {
+        self.admission_in_flight.set(in_flight as i64);
+        self.admission_limit.set(limit as i64);
     }
 
     /// The OpenMetrics text format (served as `http::METRICS_CONTENT_TYPE`).

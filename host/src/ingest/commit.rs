@@ -1,0 +1,403 @@
+//! Group commit: requests that arrive together are accepted in one transaction.
+//!
+//! A dispatcher hands whatever is queued to the next free writer (at most `writers` commit at
+//! once, each batch at most `max_batch_events`, optionally waiting `max_wait` for companions);
+//! while every writer is busy, new requests queue and share the next transaction, so batches
+//! grow with load and a lone request goes at once. Each request is answered from its own part
+//! of the result, only after the commit.
+//!
+//! Duplicates inside a batch are resolved here, before the database sees them: one row per
+//! logical event, owned by its first occurrence, whose payload backs it. Rows go in key order,
+//! so concurrent batches take their unique-index locks in the same order and cannot deadlock.
+//! A batch the database refuses (a trigger, a constraint) is split in halves until the request
+//! at fault fails alone: one bad row never fails its neighbours.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::future::BoxFuture;
+use sha2::{Digest, Sha256};
+use sqlx::PgPool;
+use time::OffsetDateTime;
+use tokio::sync::{Semaphore, mpsc, oneshot};
+use uuid::Uuid;
+
+use super::rows::{Acceptance, NewEvent, StoreError, StoredVersion, Submission, redact_db};
+use crate::support::metrics::Metrics;
+
+/// How acceptance transactions are formed (`[database] accept_*`).
+#[derive(Debug, Clone, Copy)]
+pub struct CommitSettings {
+    pub writers: usize,
+    pub max_batch_events: usize,
+    pub max_wait: Duration,
+}
+
+impl Default for CommitSettings {
+    fn default() -> Self {
+        Self {
+            writers: 4,
+            max_batch_events: 64,
+            max_wait: Duration::ZERO,
+        }
+    }
+}
+
+pub(super) type Reply = oneshot::Sender<Result<Vec<Acceptance>, StoreError>>;
+
+/// One request's submission waiting for its transaction. The payload's id and hash are
+/// computed by the request's own task, not by the writer.
+pub(super) struct Pending {
+    submission: Submission,
+    payload_ref: Uuid,
+    payload_hash: [u8; 32],
+    reply: Reply,
+}
+
+impl Pending {
+    pub(super) fn new(submission: Submission, reply: Reply) -> Self {
+        Self {
+            payload_ref: Uuid::now_v7(),
+            payload_hash: Sha256::digest(&submission.payload).into(),
+            submission,
+            reply,
+        }
+    }
+
+    fn events(&self) -> usize {
+        self.submission.events.len()
+    }
+}
+
+/// The queue in front of the acceptance writers. Its depth is bounded by admission (requests
+/// in flight) and the body budget, not here.
+pub(super) struct GroupCommit {
+    queue: mpsc::UnboundedSender<Pending>,
+}
+
+impl GroupCommit {
+    /// Starts the dispatcher on the current runtime; it ends when the last sender is dropped.
+    pub(super) fn start(pool: PgPool, settings: CommitSettings, metrics: Arc<Metrics>) -> Self {
+        let (queue, rx) = mpsc::unbounded_channel();
+        tokio::spawn(dispatch(pool, settings, metrics, rx));
+        Self { queue }
+    }
+
+    pub(super) fn submit(&self, pending: Pending) -> Result<(), StoreError> {
+        self.queue.send(pending).map_err(|_| StoreError::WriterStopped)
+    }
+}
+
+async fn dispatch(
+    pool: PgPool,
+    settings: CommitSettings,
+    metrics: Arc<Metrics>,
+    mut rx: mpsc::UnboundedReceiver<Pending>,
+) {
+    let writers = Arc::new(Semaphore::new(settings.writers.max(1)));
+    // A request taken from the queue that would have overfilled the previous batch.
+    let mut carried: Option<Pending> = None;
+    loop {
+        let Ok(writer) = Arc::clone(&writers).acquire_owned().await else {
+            return;
+        };
+        let first = match carried.take() {
+            Some(p) => p,
+            None => match rx.recv().await {
+                Some(p) => p,
+                None => return,
+            },
+        };
+        let mut events = first.events();
+        let mut batch = vec![first];
+        let deadline = Instant::now() + settings.max_wait;
+        while events < settings.max_batch_events {
+            let next = match rx.try_recv() {
+                Ok(p) => p,
+                Err(_) if settings.max_wait.is_zero() => break,
+                Err(_) => match tokio::time::timeout_at(deadline.into(), rx.recv()).await {
+                    Ok(Some(p)) => p,
+                    _ => break,
+                },
+            };
+            if events + next.events() > settings.max_batch_events {
+                carried = Some(next);
+                break;
+            }
+            events += next.events();
+            batch.push(next);
+        }
+        let (pool, metrics) = (pool.clone(), Arc::clone(&metrics));
+        tokio::spawn(async move {
+            commit(&pool, batch, Some(&metrics)).await;
+            drop(writer);
+        });
+    }
+}
+
+/// Commits the batch and answers every request in it; splits it when the database refuses it.
+pub(super) fn commit<'a>(
+    pool: &'a PgPool,
+    mut batch: Vec<Pending>,
+    metrics: Option<&'a Metrics>,
+) -> BoxFuture<'a, ()> {
+    Box::pin(async move {
+        // A request that has already answered 503 (its commit timeout passed) is not written:
+        // under overload the database's time goes to requests still waiting.
+        batch.retain(|p| !p.reply.is_closed());
+        if batch.is_empty() {
+            return;
+        }
+        let started = Instant::now();
+        match insert(pool, &batch).await {
+            Ok(results) => {
+                if let Some(m) = metrics {
+                    let events = batch.iter().map(Pending::events).sum::<usize>();
+                    m.accept_batch(events, started.elapsed().as_secs_f64());
+                }
+                for (pending, result) in batch.into_iter().zip(results) {
+                    let _ = pending.reply.send(Ok(result));
+                }
+            }
+            // The server refused something in the batch: find the request at fault.
+            Err(e @ sqlx::Error::Database(_)) if batch.len() > 1 => {
+                tracing::warn!(
+                    requests = batch.len(),
+                    cause = %redact_db(&e),
+                    "acceptance batch refused; retrying it in halves"
+                );
+                if let Some(m) = metrics {
+                    m.accept_batch_split();
+                }
+                let right = batch.split_off(batch.len() / 2);
+                commit(pool, batch, metrics).await;
+                commit(pool, right, metrics).await;
+            }
+            Err(e) => {
+                let e = Arc::new(e);
+                for pending in batch {
+                    let _ = pending
+                        .reply
+                        .send(Err(StoreError::Database(Arc::clone(&e))));
+                }
+            }
+        }
+    })
+}
+
+/// One distinct logical event of a batch, owned by the request where it first appears.
+struct Row<'a> {
+    inbox_id: Uuid,
+    owner: usize,
+    event: &'a NewEvent,
+}
+
+/// What each event of a request resolved to: its row, and whether the request owns it.
+type Slot = (usize, bool);
+
+/// Inserts every distinct event of the batch with its outbox row, and the payloads of the
+/// requests that own an inserted row, in one statement (so one round trip, committed on
+/// return); then looks up the rows that already existed.
+async fn insert(pool: &PgPool, batch: &[Pending]) -> Result<Vec<Vec<Acceptance>>, sqlx::Error> {
+    let mut index: HashMap<(&str, &str, &str), usize> = HashMap::new();
+    let mut rows: Vec<Row<'_>> = Vec::new();
+    let mut slots: Vec<Vec<Slot>> = Vec::with_capacity(batch.len());
+    for (owner, pending) in batch.iter().enumerate() {
+        let mut mine = Vec::with_capacity(pending.events());
+        for event in &pending.submission.events {
+            let key = (
+                event.provider.as_str(),
+                event.endpoint_id.as_str(),
+                event.event_id.as_str(),
+            );
+            let next = rows.len();
+            let row = *index.entry(key).or_insert(next);
+            if row == next {
+                rows.push(Row {
+                    inbox_id: Uuid::now_v7(),
+                    owner,
+                    event,
+                });
+            }
+            mine.push((row, row == next));
+        }
+        slots.push(mine);
+    }
+    let mut order: Vec<usize> = (0..rows.len()).collect();
+    order.sort_unstable_by_key(|&r| {
+        let e = rows[r].event;
+        (&e.provider, &e.endpoint_id, &e.event_id)
+    });
+
+    let columns = Columns::new(&rows, &order, batch);
+    let inserted: Vec<Uuid> = sqlx::query_scalar(
+        "WITH rows AS (
+            SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[],
+                $6::text[], $7::text[], $8::bigint[], $9::timestamptz[], $10::uuid[],
+                $11::bytea[], $12::text[], $13::uuid[], $14::text[])
+            AS r(inbox_id, provider, endpoint_id, provider_event_id, event_type, object_id,
+                object_version_kind, object_version, provider_created_at, raw_payload_ref,
+                payload_hash, matched_secret_version, outbox_id, topic)
+        ), ins AS (
+            INSERT INTO webhook_inbox (inbox_id, provider, endpoint_id, provider_event_id,
+                event_type, object_id, object_version_kind, object_version, provider_created_at,
+                raw_payload_ref, payload_hash, matched_secret_version)
+            SELECT inbox_id, provider, endpoint_id, provider_event_id, event_type, object_id,
+                object_version_kind, object_version, provider_created_at, raw_payload_ref,
+                payload_hash, matched_secret_version
+            FROM rows
+            ON CONFLICT ON CONSTRAINT webhook_inbox_logical_event DO NOTHING
+            RETURNING inbox_id, raw_payload_ref
+        ), outbox AS (
+            INSERT INTO webhook_outbox (outbox_id, inbox_id, topic)
+            SELECT rows.outbox_id, rows.inbox_id, rows.topic FROM rows JOIN ins USING (inbox_id)
+        ), payloads AS (
+            INSERT INTO webhook_payloads (payload_ref, body)
+            SELECT p.payload_ref, p.body
+            FROM unnest($15::uuid[], $16::bytea[]) AS p(payload_ref, body)
+            WHERE p.payload_ref IN (SELECT raw_payload_ref FROM ins)
+        )
+        SELECT inbox_id FROM ins",
+    )
+    .bind(columns.inbox_ids)
+    .bind(columns.providers)
+    .bind(columns.endpoint_ids)
+    .bind(columns.event_ids)
+    .bind(columns.event_types)
+    .bind(columns.object_ids)
+    .bind(columns.version_kinds)
+    .bind(columns.versions)
+    .bind(columns.created_at)
+    .bind(columns.payload_refs)
+    .bind(columns.payload_hashes)
+    .bind(columns.secret_versions)
+    .bind(columns.outbox_ids)
+    .bind(columns.topics)
+    .bind(batch.iter().map(|p| p.payload_ref).collect::<Vec<_>>())
+    .bind(
+        batch
+            .iter()
+            .map(|p| p.submission.payload.as_ref())
+            .collect::<Vec<&[u8]>>(),
+    )
+    .fetch_all(pool)
+    .await?;
+
+    let inserted: HashSet<Uuid> = inserted.into_iter().collect();
+    let mut ids: Vec<Option<Uuid>> = rows
+        .iter()
+        .map(|r| inserted.contains(&r.inbox_id).then_some(r.inbox_id))
+        .collect();
+    let existing: Vec<usize> = order.iter().copied().filter(|&r| ids[r].is_none()).collect();
+    if !existing.is_empty() {
+        // The conflicting rows are committed (ON CONFLICT waited for them), so this fresh
+        // statement sees them. Never read-then-insert: the unique key decided above.
+        let found: Vec<(i64, Uuid)> = sqlx::query_as(
+            "SELECT k.i, w.inbox_id
+            FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY
+                AS k(provider, endpoint_id, provider_event_id, i)
+            JOIN webhook_inbox w USING (provider, endpoint_id, provider_event_id)",
+        )
+        .bind(existing.iter().map(|&r| rows[r].event.provider.as_str()).collect::<Vec<_>>())
+        .bind(existing.iter().map(|&r| rows[r].event.endpoint_id.as_str()).collect::<Vec<_>>())
+        .bind(existing.iter().map(|&r| rows[r].event.event_id.as_str()).collect::<Vec<_>>())
+        .fetch_all(pool)
+        .await?;
+        for (i, id) in found {
+            // ORDINALITY counts from 1.
+            if let Some(&r) = usize::try_from(i - 1).ok().and_then(|i| existing.get(i)) {
+                ids[r] = Some(id);
+            }
+        }
+    }
+
+    slots
+        .into_iter()
+        .map(|mine| {
+            mine.into_iter()
+                .map(|(row, owns)| {
+                    // Gone between the insert and the lookup (a purge): outcome unknown.
+                    let id = ids[row].ok_or(sqlx::Error::RowNotFound)?;
+                    Ok(if owns && inserted.contains(&id) {
+                        Acceptance::Accepted(id)
+                    } else {
+                        Acceptance::Duplicate(id)
+                    })
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The batch's distinct rows as one array per column, in key order.
+struct Columns<'a> {
+    inbox_ids: Vec<Uuid>,
+    providers: Vec<&'a str>,
+    endpoint_ids: Vec<&'a str>,
+    event_ids: Vec<&'a str>,
+    event_types: Vec<&'a str>,
+    object_ids: Vec<Option<&'a str>>,
+    version_kinds: Vec<Option<&'static str>>,
+    versions: Vec<Option<i64>>,
+    created_at: Vec<Option<OffsetDateTime>>,
+    payload_refs: Vec<Uuid>,
+    payload_hashes: Vec<&'a [u8]>,
+    secret_versions: Vec<&'a str>,
+    outbox_ids: Vec<Uuid>,
+    topics: Vec<String>,
+}
+
+impl<'a> Columns<'a> {
+    fn new(rows: &[Row<'a>], order: &[usize], batch: &'a [Pending]) -> Self {
+        let n = order.len();
+        let mut c = Columns {
+            inbox_ids: Vec::with_capacity(n),
+            providers: Vec::with_capacity(n),
+            endpoint_ids: Vec::with_capacity(n),
+            event_ids: Vec::with_capacity(n),
+            event_types: Vec::with_capacity(n),
+            object_ids: Vec::with_capacity(n),
+            version_kinds: Vec::with_capacity(n),
+            versions: Vec::with_capacity(n),
+            created_at: Vec::with_capacity(n),
+            payload_refs: Vec::with_capacity(n),
+            payload_hashes: Vec::with_capacity(n),
+            secret_versions: Vec::with_capacity(n),
+            outbox_ids: Vec::with_capacity(n),
+            topics: Vec::with_capacity(n),
+        };
+        for &r in order {
+            let Row {
+                inbox_id,
+                owner,
+                event,
+            } = rows[r];
+            let pending = &batch[owner];
+            let (kind, version) = match event.object_version {
+                Some(StoredVersion::Sequence(v)) => (Some("sequence"), Some(v)),
+                Some(StoredVersion::CreatedAt(v)) => (Some("created_at"), Some(v)),
+                None => (None, None),
+            };
+            c.inbox_ids.push(inbox_id);
+            c.providers.push(&event.provider);
+            c.endpoint_ids.push(&event.endpoint_id);
+            c.event_ids.push(&event.event_id);
+            c.event_types.push(&event.event_type);
+            c.object_ids.push(event.object_id.as_deref());
+            c.version_kinds.push(kind);
+            c.versions.push(version);
+            c.created_at.push(event.created_at);
+            c.payload_refs.push(pending.payload_ref);
+            c.payload_hashes.push(&pending.payload_hash);
+            c.secret_versions
+                .push(&pending.submission.matched_secret_version);
+            c.outbox_ids.push(Uuid::now_v7());
+            c.topics.push(crate::support::subjects::accepted_topic(
+                &event.endpoint_id,
+                &event.event_type,
+            ));
+        }
+        c
+    }
+}

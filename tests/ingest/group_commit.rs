@@ -1,0 +1,193 @@
+//! Group commit and admission, from HTTP inward: requests that arrive together share one
+//! acceptance transaction yet each gets its own answer after the commit; duplicates inside a
+//! batch resolve to one row; a row the database refuses fails only its own request; past
+//! capacity a request is refused with 503 `overloaded` before its signature is even checked.
+
+use std::collections::HashMap;
+use crate::support::{app::*, database::*, http::*, signing::*};
+
+/// One writer that waits 100 ms for companions: requests sent together share a transaction.
+const ONE_SLOW_WRITER: &str = "accept_writers = 1\naccept_batch_wait_us = 100000\n";
+
+/// The value of an unlabelled counter or a histogram's `_count`/`_sum` in OpenMetrics text.
+fn metric(text: &str, name: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or(0.0)
+}
+
+async fn send_together(app: &TestApp, events: &[&str]) -> Vec<Answer> {
+    let requests = events.iter().map(|id| {
+        let (headers, body) = signed_stripe_event(id);
+        let (client, base) = (app.client.clone(), app.base.clone());
+        tokio::spawn(async move {
+            post(&client, &base, "stripe", &refs(&headers), body.into_bytes()).await
+        })
+    });
+    let mut answers = Vec::new();
+    for r in requests.collect::<Vec<_>>() {
+        answers.push(r.await.unwrap());
+    }
+    answers
+}
+
+#[tokio::test]
+async fn requests_sent_together_share_a_transaction_and_each_gets_its_own_answer() {
+    let app = TestApp::builder()
+        .append_database_toml(ONE_SLOW_WRITER)
+        .start()
+        .await;
+    // Twelve distinct events, four of them sent twice in the same burst.
+    let ids: Vec<String> = (0..12).map(|i| format!("evt_group_{i}")).collect();
+    let mut burst: Vec<&str> = ids.iter().map(String::as_str).collect();
+    burst.extend(&["evt_group_0", "evt_group_3", "evt_group_7", "evt_group_11"]);
+    let answers = send_together(&app, &burst).await;
+
+    let mut by_event: HashMap<&str, Vec<&Answer>> = HashMap::new();
+    for (id, answer) in burst.iter().zip(&answers) {
+        assert_eq!(answer.status, 200, "{answer:?}");
+        by_event.entry(id).or_default().push(answer);
+    }
+    for (id, copies) in &by_event {
+        let accepted = copies.iter().filter(|a| a.code() == "accepted").count();
+        assert_eq!(accepted, 1, "{id}: exactly one copy is the accepted one");
+        let inbox_ids: std::collections::HashSet<_> =
+            copies.iter().map(|a| a.json["inbox_id"].clone()).collect();
+        assert_eq!(inbox_ids.len(), 1, "{id}: every copy names the same row");
+        let stored: uuid::Uuid = sqlx::query_scalar(
+            "SELECT inbox_id FROM webhook_inbox WHERE provider_event_id = $1",
+        )
+        .bind(id)
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+        assert_eq!(copies[0].json["inbox_id"], stored.to_string());
+    }
+    assert_eq!(app.count("webhook_inbox").await, 12);
+    assert_eq!(app.count("webhook_outbox").await, 12);
+    // One payload per accepted request; a duplicate's body is not stored again.
+    assert_eq!(app.count("webhook_payloads").await, 12);
+    let unpaid = scalar_i64(
+        &app.db,
+        "SELECT count(*) FROM webhook_inbox i
+         WHERE NOT EXISTS (SELECT 1 FROM webhook_payloads p WHERE p.payload_ref = i.raw_payload_ref)",
+    )
+    .await;
+    assert_eq!(unpaid, 0, "every row's payload is the one it was accepted with");
+
+    // Sixteen requests took fewer transactions than requests.
+    let text = app.metrics().await;
+    let transactions = metric(&text, "wharf_accept_batch_events_count");
+    let events = metric(&text, "wharf_accept_batch_events_sum");
+    assert_eq!(events, 16.0, "{text}");
+    assert!(transactions < 16.0, "{transactions} transactions for 16 requests");
+
+    // A later copy of a batched event is a duplicate of the same row.
+    let again = send_together(&app, &["evt_group_5"]).await;
+    assert_eq!(again[0].code(), "duplicate");
+    assert_eq!(
+        again[0].json["inbox_id"],
+        by_event["evt_group_5"][0].json["inbox_id"]
+    );
+}
+
+#[tokio::test]
+async fn a_request_the_database_refuses_fails_alone_and_its_neighbours_commit() {
+    let app = TestApp::builder()
+        .append_database_toml(ONE_SLOW_WRITER)
+        .start()
+        .await;
+    sqlx::raw_sql(
+        "CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+           IF NEW.provider_event_id = 'evt_poison' THEN
+             RAISE EXCEPTION 'refused by a test trigger';
+           END IF;
+           RETURN NEW;
+         END $$;
+         CREATE TRIGGER refuse_poison BEFORE INSERT ON webhook_inbox
+           FOR EACH ROW EXECUTE FUNCTION refuse_poison();",
+    )
+    .execute(&app.db)
+    .await
+    .unwrap();
+
+    let mut burst: Vec<String> = (0..10).map(|i| format!("evt_neighbour_{i}")).collect();
+    burst.insert(4, "evt_poison".into());
+    let burst: Vec<&str> = burst.iter().map(String::as_str).collect();
+    let answers = send_together(&app, &burst).await;
+    for (id, answer) in burst.iter().zip(&answers) {
+        if *id == "evt_poison" {
+            assert_eq!(answer.status, 503, "{answer:?}");
+            assert_eq!(answer.code(), "storage_unavailable");
+        } else {
+            assert_eq!(answer.status, 200, "{id}: {answer:?}");
+            assert_eq!(answer.code(), "accepted");
+        }
+    }
+    assert_eq!(app.count("webhook_inbox").await, 10);
+    assert_eq!(app.count("webhook_payloads").await, 10);
+    let text = app.metrics().await;
+    assert!(
+        metric(&text, "wharf_accept_batch_splits_total") >= 1.0,
+        "the refused batch was split: {text}"
+    );
+}
+
+#[tokio::test]
+async fn past_capacity_a_request_is_refused_before_its_signature_is_checked() {
+    let app = TestApp::builder()
+        .append_database_toml("commit_timeout_ms = 1900\n")
+        .write_config()
+        .await
+        .append_server_toml("min_in_flight = 2")
+        .start()
+        .await;
+    // Hold the inbox so the two admitted requests wait on their commit.
+    let mut lock = app.db.begin().await.unwrap();
+    sqlx::query("LOCK TABLE webhook_inbox IN EXCLUSIVE MODE")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    let waiting: Vec<_> = ["evt_wait_1", "evt_wait_2"]
+        .into_iter()
+        .map(|id| {
+            let (headers, body) = signed_stripe_event(id);
+            let (client, base) = (app.client.clone(), app.base.clone());
+            tokio::spawn(async move {
+                post(&client, &base, "stripe", &refs(&headers), body.into_bytes()).await
+            })
+        })
+        .collect();
+    crate::support::wait::eventually("two requests in flight", || async {
+        metric(&app.metrics().await, "wharf_admission_in_flight") == 2.0
+    })
+    .await;
+
+    // A third, with a signature that would be a 401 if anything looked at it.
+    let (mut headers, body) = signed_stripe_event("evt_refused");
+    for (name, value) in &mut headers {
+        if name.eq_ignore_ascii_case("stripe-signature") {
+            *value = "t=1,v1=00".into();
+        }
+    }
+    let refused = app.post("stripe", &refs(&headers), body).await;
+    assert_eq!(refused.status, 503, "{refused:?}");
+    assert_eq!(refused.code(), "overloaded");
+    assert!(refused.headers.contains_key("retry-after"));
+
+    lock.rollback().await.unwrap();
+    for w in waiting {
+        let answer = w.await.unwrap();
+        assert_eq!(answer.status, 200, "{answer:?}");
+    }
+    // Capacity is back: the next request is admitted and verified as usual.
+    let (headers, body) = signed_stripe_event("evt_after");
+    assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
+    assert_eq!(app.count("webhook_inbox").await, 3);
+    let text = app.metrics().await;
+    assert!(
+        text.contains(r#"wharf_requests_total{endpoint="stripe",outcome="overloaded"} 1"#),
+        "{text}"
+    );
+}
