@@ -15,9 +15,9 @@ use tokio_util::sync::CancellationToken;
 use crate::adapter::{Sandbox, SandboxLimits};
 use crate::config::{self, Config, ServerConfig};
 use crate::http::{HttpState, admin_router, processing_admin_router, public_router};
-use crate::ingest::{Admission, CommitSettings, Ingest};
 use crate::ingest::SecretStore;
 use crate::ingest::Store;
+use crate::ingest::{Admission, CommitSettings, Ingest};
 use crate::processing::Processing;
 use crate::reload::Reloader;
 use crate::support::clock::{SharedClock, SystemClock};
@@ -62,6 +62,7 @@ impl Server {
                 writers: config.database.accept_writers,
                 max_batch_events: config.database.accept_batch_max,
                 max_wait: Duration::from_micros(config.database.accept_batch_wait_us),
+                timeout: config.database.commit_timeout(),
             },
             Arc::clone(&metrics),
         );
@@ -101,19 +102,21 @@ impl Server {
                 }
             }
         }
-        let ingest = Arc::new(Ingest::new(
-            config.endpoints.clone(),
-            adapters,
-            Arc::clone(&secrets),
-            store,
-            options.clock,
-            config.server.max_body_bytes,
-            Arc::clone(&metrics),
-        )
-        .with_admission(Admission::new(
-            config.server.answer_budget(),
-            config.server.min_in_flight,
-        )));
+        let ingest = Arc::new(
+            Ingest::new(
+                config.endpoints.clone(),
+                adapters,
+                Arc::clone(&secrets),
+                store,
+                options.clock,
+                config.server.max_body_bytes,
+                Arc::clone(&metrics),
+            )
+            .with_admission(Admission::new(
+                config.server.answer_budget(),
+                config.server.min_in_flight,
+            )),
+        );
         let config = Arc::new(config);
         let processing = Arc::new(Processing::new(
             Arc::clone(&config),

@@ -3,8 +3,8 @@
 //! batch resolve to one row; a row the database refuses fails only its own request; past
 //! capacity a request is refused with 503 `overloaded` before its signature is even checked.
 
-use std::collections::HashMap;
 use crate::support::{app::*, database::*, http::*, signing::*};
+use std::collections::HashMap;
 
 /// One writer that waits 100 ms for companions: requests sent together share a transaction.
 const ONE_SLOW_WRITER: &str = "accept_writers = 1\naccept_batch_wait_us = 100000\n";
@@ -54,13 +54,12 @@ async fn requests_sent_together_share_a_transaction_and_each_gets_its_own_answer
         let inbox_ids: std::collections::HashSet<_> =
             copies.iter().map(|a| a.json["inbox_id"].clone()).collect();
         assert_eq!(inbox_ids.len(), 1, "{id}: every copy names the same row");
-        let stored: uuid::Uuid = sqlx::query_scalar(
-            "SELECT inbox_id FROM webhook_inbox WHERE provider_event_id = $1",
-        )
-        .bind(id)
-        .fetch_one(&app.db)
-        .await
-        .unwrap();
+        let stored: uuid::Uuid =
+            sqlx::query_scalar("SELECT inbox_id FROM webhook_inbox WHERE provider_event_id = $1")
+                .bind(id)
+                .fetch_one(&app.db)
+                .await
+                .unwrap();
         assert_eq!(copies[0].json["inbox_id"], stored.to_string());
     }
     assert_eq!(app.count("webhook_inbox").await, 12);
@@ -73,14 +72,20 @@ async fn requests_sent_together_share_a_transaction_and_each_gets_its_own_answer
          WHERE NOT EXISTS (SELECT 1 FROM webhook_payloads p WHERE p.payload_ref = i.raw_payload_ref)",
     )
     .await;
-    assert_eq!(unpaid, 0, "every row's payload is the one it was accepted with");
+    assert_eq!(
+        unpaid, 0,
+        "every row's payload is the one it was accepted with"
+    );
 
     // Sixteen requests took fewer transactions than requests.
     let text = app.metrics().await;
     let transactions = metric(&text, "wharf_accept_batch_events_count");
     let events = metric(&text, "wharf_accept_batch_events_sum");
     assert_eq!(events, 16.0, "{text}");
-    assert!(transactions < 16.0, "{transactions} transactions for 16 requests");
+    assert!(
+        transactions < 16.0,
+        "{transactions} transactions for 16 requests"
+    );
 
     // A later copy of a batched event is a duplicate of the same row.
     let again = send_together(&app, &["evt_group_5"]).await;

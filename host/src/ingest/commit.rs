@@ -32,6 +32,9 @@ pub struct CommitSettings {
     pub writers: usize,
     pub max_batch_events: usize,
     pub max_wait: Duration,
+    /// Longest a batch may take in the database (`commit_timeout_ms`): past it the statement
+    /// is abandoned with its connection, so a database that hangs does not hold a writer.
+    pub timeout: Duration,
 }
 
 impl Default for CommitSettings {
@@ -40,6 +43,7 @@ impl Default for CommitSettings {
             writers: 4,
             max_batch_events: 64,
             max_wait: Duration::ZERO,
+            timeout: Duration::from_millis(1500),
         }
     }
 }
@@ -85,7 +89,9 @@ impl GroupCommit {
     }
 
     pub(super) fn submit(&self, pending: Pending) -> Result<(), StoreError> {
-        self.queue.send(pending).map_err(|_| StoreError::WriterStopped)
+        self.queue
+            .send(pending)
+            .map_err(|_| StoreError::WriterStopped)
     }
 }
 
@@ -130,7 +136,7 @@ async fn dispatch(
         }
         let (pool, metrics) = (pool.clone(), Arc::clone(&metrics));
         tokio::spawn(async move {
-            commit(&pool, batch, Some(&metrics)).await;
+            commit(&pool, batch, settings.timeout, Some(&metrics)).await;
             drop(writer);
         });
     }
@@ -140,6 +146,7 @@ async fn dispatch(
 pub(super) fn commit<'a>(
     pool: &'a PgPool,
     mut batch: Vec<Pending>,
+    timeout: Duration,
     metrics: Option<&'a Metrics>,
 ) -> BoxFuture<'a, ()> {
     Box::pin(async move {
@@ -150,7 +157,13 @@ pub(super) fn commit<'a>(
             return;
         }
         let started = Instant::now();
-        match insert(pool, &batch).await {
+        let Ok(result) = tokio::time::timeout(timeout, insert(pool, &batch)).await else {
+            for pending in batch {
+                let _ = pending.reply.send(Err(StoreError::Timeout(timeout)));
+            }
+            return;
+        };
+        match result {
             Ok(results) => {
                 if let Some(m) = metrics {
                     let events = batch.iter().map(Pending::events).sum::<usize>();
@@ -171,8 +184,8 @@ pub(super) fn commit<'a>(
                     m.accept_batch_split();
                 }
                 let right = batch.split_off(batch.len() / 2);
-                commit(pool, batch, metrics).await;
-                commit(pool, right, metrics).await;
+                commit(pool, batch, timeout, metrics).await;
+                commit(pool, right, timeout, metrics).await;
             }
             Err(e) => {
                 let e = Arc::new(e);
@@ -289,7 +302,11 @@ async fn insert(pool: &PgPool, batch: &[Pending]) -> Result<Vec<Vec<Acceptance>>
         .iter()
         .map(|r| inserted.contains(&r.inbox_id).then_some(r.inbox_id))
         .collect();
-    let existing: Vec<usize> = order.iter().copied().filter(|&r| ids[r].is_none()).collect();
+    let existing: Vec<usize> = order
+        .iter()
+        .copied()
+        .filter(|&r| ids[r].is_none())
+        .collect();
     if !existing.is_empty() {
         // The conflicting rows are committed (ON CONFLICT waited for them), so this fresh
         // statement sees them. Never read-then-insert: the unique key decided above.
@@ -299,9 +316,24 @@ async fn insert(pool: &PgPool, batch: &[Pending]) -> Result<Vec<Vec<Acceptance>>
                 AS k(provider, endpoint_id, provider_event_id, i)
             JOIN webhook_inbox w USING (provider, endpoint_id, provider_event_id)",
         )
-        .bind(existing.iter().map(|&r| rows[r].event.provider.as_str()).collect::<Vec<_>>())
-        .bind(existing.iter().map(|&r| rows[r].event.endpoint_id.as_str()).collect::<Vec<_>>())
-        .bind(existing.iter().map(|&r| rows[r].event.event_id.as_str()).collect::<Vec<_>>())
+        .bind(
+            existing
+                .iter()
+                .map(|&r| rows[r].event.provider.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            existing
+                .iter()
+                .map(|&r| rows[r].event.endpoint_id.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            existing
+                .iter()
+                .map(|&r| rows[r].event.event_id.as_str())
+                .collect::<Vec<_>>(),
+        )
         .fetch_all(pool)
         .await?;
         for (i, id) in found {

@@ -3,8 +3,8 @@
 
 use http::StatusCode;
 
-use super::secrets::SecretsError;
 use super::rows::StoreError;
+use super::secrets::SecretsError;
 use super::verify::{self, VerifyError};
 use crate::adapter::AdapterFailure;
 

@@ -25,10 +25,10 @@ pub use error::IngestError;
 pub use pipeline::{
     Admitted, Ingest, Outcome, RequestFacts, Verified, inbox_ids, verify_and_parse,
 };
+pub use rows::{Acceptance, NewEvent, StoreError, StoredVersion, Submission, redact_db};
 pub use secrets::{
     KeySource, SECRETS_QUIET, SecretStore, Secrets, SecretsError, TrustedKey, decode_key,
 };
-pub use rows::{Acceptance, NewEvent, StoreError, StoredVersion, Submission, redact_db};
 pub use store::Store;
 pub use verify::{
     ContractViolation, MAX_BODY_PASSES, MAX_CHECKS, MAX_LITERAL_BYTES, MAX_PARTS,

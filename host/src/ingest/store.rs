@@ -86,7 +86,7 @@ impl Store {
         let wait = async {
             match &self.group_commit {
                 Some(group) => group.submit(pending)?,
-                None => commit::commit(&self.pool, vec![pending], None).await,
+                None => commit::commit(&self.pool, vec![pending], self.commit_timeout, None).await,
             }
             answer.await.map_err(|_| StoreError::WriterStopped)?
         };
