@@ -21,6 +21,10 @@ commands:
                   effort, NATS) are running, then `cargo test --workspace [args...]`
   dev [args...]   build the adapters, make sure PostgreSQL is installed, then
                   `cargo run -p wharf -- dev [args...]`
+  bench [args...] build the adapters and `wharf` (release; debug with --smoke), make sure
+                  Postgres is running, then the end-to-end benchmark
+                  `cargo run --release -p wharf-bench -- run [args...]` (--quick: short runs;
+                  --smoke: a few seconds, for CI); the report lands in bench/results/
 ";
 
 const WASM_TARGET: &str = "wasm32-wasip2";
@@ -38,6 +42,7 @@ fn main() -> ExitCode {
         Some("adapters") if rest.is_empty() => adapters().map(|()| ExitCode::SUCCESS),
         Some("test") => test(&rest),
         Some("dev") => dev(&rest),
+        Some("bench") => bench(&rest),
         Some("help" | "-h" | "--help") => {
             print!("{USAGE}");
             Ok(ExitCode::SUCCESS)
@@ -235,7 +240,12 @@ fn test(args: &[OsString]) -> Result<ExitCode> {
         .args(args)
         .env("WHARF_TEST_DATABASE_URL", database_url)
         .current_dir(&root);
-    let shown = show(&command);
+    exit_code_of(&mut command)
+}
+
+/// Runs a command and passes its exit code on.
+fn exit_code_of(command: &mut Command) -> Result<ExitCode> {
+    let shown = show(command);
     println!("xtask: $ {shown}");
     let status = command
         .status()
@@ -248,6 +258,35 @@ fn test(args: &[OsString]) -> Result<ExitCode> {
             ExitCode::FAILURE
         }
     })
+}
+
+/// The end-to-end benchmark (bench/, docs/performance.md): the generator is built like the
+/// binary under test, release for numbers, debug for the CI smoke (CI builds only debug).
+fn bench(args: &[OsString]) -> Result<ExitCode> {
+    let root = root();
+    adapters()?;
+    if env::var_os("WHARF_BENCH_DATABASE_URL").is_none() {
+        ensure_postgres()?;
+    }
+    let smoke = args.iter().any(|a| a == "--smoke");
+    let profile: &[&str] = if smoke { &[] } else { &["--release"] };
+    run(cargo()
+        .arg("build")
+        .args(profile)
+        .args(["-p", "wharf", "--bin", "wharf"])
+        .current_dir(&root))?;
+    let shown: Vec<String> = std::iter::once("cargo xtask bench".to_owned())
+        .chain(args.iter().map(|a| a.to_string_lossy().into_owned()))
+        .collect();
+    exit_code_of(
+        cargo()
+            .arg("run")
+            .args(profile)
+            .args(["-q", "-p", "wharf-bench", "--", "run"])
+            .args(args)
+            .env("WHARF_BENCH_COMMAND", shown.join(" "))
+            .current_dir(&root),
+    )
 }
 
 fn dev(args: &[OsString]) -> Result<ExitCode> {
