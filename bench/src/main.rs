@@ -147,8 +147,9 @@ struct LoadArgs {
 fn main() -> ExitCode {
     raise_fd_limit();
     let cli = Cli::parse();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    // One thread: the generator shares two cores with Wharf and Postgres, and a second
+    // runtime thread cost it about twice the CPU per request in wake-ups between threads.
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("tokio runtime");

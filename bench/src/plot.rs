@@ -197,3 +197,59 @@ fn draw(
     root.present()?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::loadgen::{Second, Summary};
+    use crate::wharf::Usage;
+
+    fn run(rate: f64, secs: u64, p99: f64) -> RunResult {
+        RunResult {
+            label: format!("fixed {rate}/s"),
+            phase: "fixed".into(),
+            duration_s: secs as f64,
+            sustainable: p99 < 50.0,
+            load: Summary {
+                offered_rate: rate,
+                timeline: (0..secs)
+                    .map(|t| Second {
+                        t,
+                        sent: rate as u64,
+                        ok: rate as u64,
+                        acked: rate as u64,
+                        shed: if p99 > 50.0 { 10 } else { 0 },
+                        p50_ms: p99 / 5.0,
+                        p99_ms: p99 * (1.0 + t as f64 / 10.0),
+                        max_ms: p99 * 2.0,
+                        ..Default::default()
+                    })
+                    .collect(),
+                shed: if p99 > 50.0 { 10 } else { 0 },
+                ..Default::default()
+            },
+            wharf: Usage::default(),
+        }
+    }
+
+    #[test]
+    fn draws_a_png_with_and_without_text() {
+        let runs = [
+            run(500.0, 5, 8.0),
+            run(3000.0, 8, 400.0),
+            run(100.0, 0, 0.0),
+        ];
+        for text in [true, false] {
+            let path = std::env::temp_dir().join(format!(
+                "wharf-bench-plot-{}-{text}.png",
+                std::process::id()
+            ));
+            if !text || font() {
+                draw(&path, &runs, 50.0, text).expect("drawn");
+                let bytes = std::fs::read(&path).expect("written");
+                assert_eq!(&bytes[1..4], b"PNG");
+                std::fs::remove_file(&path).expect("removed");
+            }
+        }
+    }
+}

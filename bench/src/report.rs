@@ -225,7 +225,7 @@ pub fn markdown(
     let _ = writeln!(w, "\n## Runs\n");
     let _ = writeln!(
         w,
-        "| # | run | s | sent | 2xx/s | p50 | p95 | p99 | max | shed (503 overloaded) | errors | Wharf CPU (cores, mean / max) | machine busy (cores) | Wharf peak RSS | oldest pending max (db / gauge) | backlog at end | sustainable |"
+        "| # | run | s | sent | 2xx/s | p50 | p95 | p99 | max | shed (503 overloaded) | errors | Wharf CPU (cores, mean / max) | machine busy / generator (cores) | Wharf peak RSS | oldest pending max (db / gauge) | backlog at end | sustainable |"
     );
     let _ = writeln!(
         w,
@@ -236,7 +236,7 @@ pub fn markdown(
         let opt = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.1} s"));
         let _ = writeln!(
             w,
-            "| {} | {} | {:.0} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {:.2} / {:.2} | {:.2} | {:.0} MiB | {} / {} | {} | {} |",
+            "| {} | {} | {:.0} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {:.2} / {:.2} | {:.2} / {:.2} | {:.0} MiB | {} / {} | {} | {} |",
             i + 1,
             r.label,
             r.duration_s,
@@ -251,6 +251,7 @@ pub fn markdown(
             r.wharf.wharf_cpu_cores_mean,
             r.wharf.wharf_cpu_cores_max,
             r.wharf.machine_busy_cores_mean,
+            r.wharf.generator_cores_mean,
             r.wharf.peak_rss_mib,
             opt(r.wharf.oldest_pending_db_max_s),
             opt(r.wharf.oldest_pending_gauge_max_s),
@@ -344,4 +345,90 @@ pub fn markdown(
         "Per-second timelines and samples of every run: [`{json}`]({json})."
     );
     md
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::loadgen::Summary;
+    use crate::pgbench::Ceiling;
+    use crate::wharf::Usage;
+
+    #[test]
+    fn the_report_checks_each_target_against_its_run() {
+        let run = |phase: &str, rate: f64, secs: f64, ok: f64, p99: f64, max: f64| RunResult {
+            label: format!("{phase} {rate}/s"),
+            phase: phase.into(),
+            duration_s: secs,
+            sustainable: p99 < 50.0,
+            load: Summary {
+                offered_rate: rate,
+                sent: (rate * secs) as u64,
+                accepted_per_s: ok,
+                latency: crate::loadgen::Percentiles {
+                    p99_ms: p99,
+                    max_ms: max,
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+            wharf: Usage {
+                peak_rss_mib: 80.0,
+                ..Default::default()
+            },
+        };
+        let ceiling = |rows: u32, rows_per_s: f64| Ceiling {
+            rows_per_transaction: rows,
+            clients: 64,
+            seconds: 20,
+            transactions_per_s: rows_per_s / rows as f64,
+            rows_per_s,
+            latency_avg_ms: Some(9.0),
+            command: "pgbench ...".into(),
+        };
+        let outcome = Outcome {
+            runs: vec![
+                run("fixed", 2000.0, 60.0, 2000.0, 12.0, 40.0),
+                run("overload", 5000.0, 60.0, 2450.0, 900.0, 1900.0),
+                run("overload", 7500.0, 60.0, 2000.0, 1500.0, 2600.0),
+            ],
+            highest_sustainable: Some(2500.0),
+            ceilings: vec![ceiling(1, 2900.0), ceiling(10, 7000.0)],
+            body_mix: "mix".into(),
+            workers: 2,
+        };
+        let env = Environment {
+            date: "2026-12-01".into(),
+            command: "cargo xtask bench".into(),
+            wharf_binary: "target/release/wharf".into(),
+            wharf_commit: "commit abc".into(),
+            nproc: 2,
+            cpu_model: "cpu".into(),
+            memory_gib: 23.5,
+            kernel: "6".into(),
+            postgres: "PostgreSQL 15".into(),
+            postgres_settings: "".into(),
+        };
+        let plan = Plan {
+            fixed: vec![],
+            search: true,
+            step_secs: 10.0,
+            max_steps: 6,
+            overload: vec![2.0, 3.0],
+            overload_secs: 60.0,
+            pgbench_secs: 20,
+            pgbench_clients: 64,
+            p99_bound_ms: 50.0,
+            warmup_requests: 50,
+            duplicate_share: 0.02,
+            bad_signature_share: 0.01,
+            timeout: std::time::Duration::from_secs(10),
+        };
+        let md = markdown(&env, &plan, &outcome, "x.png", "x.json");
+        assert!(md.contains("| 2,000/s for 60 s: p99 under 50 ms, no errors | 60 s: p99 12 ms, 0 errors, 0 shed, 2000 2xx/s | yes |"), "{md}");
+        assert!(md.contains("2500 / 7000 = 0.36 | **no** |"), "{md}");
+        assert!(md.contains("offered 2.0x: 2xx/s within 10% of 2500/s, every answer within 2 s | 2450 2xx/s (0.98), slowest 1.90 s | yes |"), "{md}");
+        assert!(md.contains("offered 3.0x: 2xx/s within 10% of 2500/s, every answer within 2 s | 2000 2xx/s (0.80), slowest 2.60 s | **no** |"), "{md}");
+        assert!(md.contains("peak 80 MiB | yes |"));
+    }
 }

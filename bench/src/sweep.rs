@@ -123,51 +123,23 @@ impl Bench {
         })
     }
 
-    /// Bisection between the highest sustainable and the lowest unsustainable rate seen so
-    /// far (doubling first when every rate held), in short steps.
+    /// Short steps at the rates `next_probe` picks; returns the highest sustainable rate.
     async fn search(&mut self) -> anyhow::Result<Option<f64>> {
-        let lowest_failed = self
-            .runs
-            .iter()
-            .filter(|r| !r.sustainable)
-            .map(|r| r.load.offered_rate)
-            .reduce(f64::min);
-        let mut lo = self
-            .runs
-            .iter()
-            .filter(|r| r.sustainable && lowest_failed.is_none_or(|f| r.load.offered_rate < f))
-            .map(|r| r.load.offered_rate)
-            .reduce(f64::max)
-            .unwrap_or(0.0);
         let mut steps = 0;
-        let mut hi = match lowest_failed {
-            Some(f) => f,
-            None => {
-                let mut up = lo.max(100.0) * 2.0;
-                loop {
-                    if steps >= self.plan.max_steps || up > 50_000.0 {
-                        return Ok(Some(lo).filter(|&r| r > 0.0));
-                    }
+        loop {
+            let tried: Vec<(f64, bool)> = self
+                .runs
+                .iter()
+                .map(|r| (r.load.offered_rate, r.sustainable))
+                .collect();
+            match next_probe(&tried) {
+                Some(rate) if steps < self.plan.max_steps => {
                     steps += 1;
-                    if self.one(up, self.plan.step_secs, "search").await? {
-                        lo = up;
-                        up *= 2.0;
-                    } else {
-                        break up;
-                    }
+                    self.one(rate, self.plan.step_secs, "search").await?;
                 }
-            }
-        };
-        while steps < self.plan.max_steps && hi - lo > (lo * 0.05).max(25.0) {
-            steps += 1;
-            let mid = ((lo + hi) / 2.0 / 10.0).round() * 10.0;
-            if self.one(mid, self.plan.step_secs, "search").await? {
-                lo = mid;
-            } else {
-                hi = mid;
+                _ => return Ok(Some(bracket(&tried).0).filter(|&r| r > 0.0)),
             }
         }
-        Ok(Some(lo).filter(|&r| r > 0.0))
     }
 
     /// One Wharf, one database, one rate; returns whether it was sustainable.
@@ -188,9 +160,11 @@ impl Bench {
         })?;
         load.print_human();
         eprintln!(
-            "  wharf: {:.2} cores mean, peak {:.0} MiB; oldest pending max {}; backlog at end {}",
+            "  wharf: {:.2} cores mean, peak {:.0} MiB; generator {:.2} cores, machine {:.2}; oldest pending max {}; backlog at end {}",
             usage.wharf_cpu_cores_mean,
             usage.peak_rss_mib,
+            usage.generator_cores_mean,
+            usage.machine_busy_cores_mean,
             usage
                 .oldest_pending_db_max_s
                 .map_or("-".into(), |s| format!("{s:.1} s")),
@@ -247,5 +221,85 @@ impl Bench {
         );
         running.stop();
         Ok((summary?, usage))
+    }
+}
+
+/// The highest rate that held below the lowest that did not (0 when none held), and that
+/// lowest failure (none when every rate held).
+fn bracket(tried: &[(f64, bool)]) -> (f64, Option<f64>) {
+    let failed = tried
+        .iter()
+        .filter(|(_, ok)| !ok)
+        .map(|(r, _)| *r)
+        .reduce(f64::min);
+    let held = tried
+        .iter()
+        .filter(|(r, ok)| *ok && failed.is_none_or(|f| *r < f))
+        .map(|(r, _)| *r)
+        .reduce(f64::max)
+        .unwrap_or(0.0);
+    (held, failed)
+}
+
+/// The next rate to try: double past the highest when everything held, else bisect the
+/// bracket to the nearest 10/s until it is within 5% (or 25/s).
+fn next_probe(tried: &[(f64, bool)]) -> Option<f64> {
+    let (lo, hi) = bracket(tried);
+    let Some(hi) = hi else {
+        let up = lo.max(100.0) * 2.0;
+        return (up <= 50_000.0).then_some(up);
+    };
+    if hi - lo <= (lo * 0.05).max(25.0) {
+        return None;
+    }
+    let mid = ((lo + hi) / 2.0 / 10.0).round() * 10.0;
+    (mid > lo && mid < hi).then_some(mid)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs the search against a receiver that holds up to `capacity`.
+    fn search(fixed: &[f64], capacity: f64, max_steps: usize) -> (f64, Vec<f64>) {
+        let mut tried: Vec<(f64, bool)> = fixed.iter().map(|&r| (r, r <= capacity)).collect();
+        let mut probes = Vec::new();
+        while let Some(rate) = next_probe(&tried) {
+            if probes.len() == max_steps {
+                break;
+            }
+            probes.push(rate);
+            tried.push((rate, rate <= capacity));
+        }
+        (bracket(&tried).0, probes)
+    }
+
+    #[test]
+    fn bisects_between_the_fixed_rates() {
+        let (found, probes) = search(&[500.0, 1000.0, 2000.0, 3000.0], 2345.0, 6);
+        assert_eq!(probes[0], 2500.0);
+        assert!(
+            (2345.0 * 0.94..=2345.0).contains(&found),
+            "{found} after {probes:?}"
+        );
+    }
+
+    #[test]
+    fn doubles_when_every_rate_held_and_goes_down_when_none_did() {
+        let (found, probes) = search(&[500.0, 1000.0, 2000.0, 3000.0], 7000.0, 6);
+        assert_eq!(probes[..2], [6000.0, 12000.0]);
+        assert!((6000.0..=7000.0).contains(&found), "{found}");
+        let (found, _) = search(&[500.0, 1000.0], 180.0, 6);
+        assert!((150.0..=180.0).contains(&found), "{found}");
+        let (found, probes) = search(&[500.0], 10.0, 6);
+        assert_eq!(found, 0.0, "{probes:?}");
+    }
+
+    #[test]
+    fn a_lower_failure_wins_over_a_higher_success() {
+        // 1,000 failed once though 2,000 held: the bracket is below 1,000.
+        let tried = [(500.0, true), (1000.0, false), (2000.0, true)];
+        assert_eq!(bracket(&tried), (500.0, Some(1000.0)));
+        assert_eq!(next_probe(&tried), Some(750.0));
     }
 }

@@ -293,6 +293,8 @@ pub struct Sample {
     pub wharf_rss_mib: f64,
     /// The whole machine: 1 - idle share over the last interval, in cores.
     pub machine_busy_cores: f64,
+    /// This process: the load generator (and this sampler).
+    pub generator_cores: f64,
     /// `wharf_inbox_oldest_pending_seconds` from `/metrics` (refreshed by the reconciler).
     pub oldest_pending_gauge_s: Option<f64>,
     /// The same age read from the database now.
@@ -304,6 +306,7 @@ pub struct Usage {
     pub wharf_cpu_cores_mean: f64,
     pub wharf_cpu_cores_max: f64,
     pub machine_busy_cores_mean: f64,
+    pub generator_cores_mean: f64,
     pub peak_rss_mib: f64,
     pub oldest_pending_gauge_max_s: Option<f64>,
     pub oldest_pending_db_max_s: Option<f64>,
@@ -319,7 +322,13 @@ pub async fn sample(running: &Running, stop: tokio::sync::oneshot::Receiver<()>)
     let mut db = PgConnection::connect(&running.database_url).await.ok();
     let tick = clock_ticks();
     let started = Instant::now();
-    let mut last = (Instant::now(), cpu_ticks(pid), machine_ticks());
+    let me = std::process::id();
+    let mut last = (
+        Instant::now(),
+        cpu_ticks(pid),
+        machine_ticks(),
+        cpu_ticks(me),
+    );
     let mut usage = Usage::default();
     let mut interval = tokio::time::interval(Duration::from_secs(1));
     interval.tick().await;
@@ -329,7 +338,12 @@ pub async fn sample(running: &Running, stop: tokio::sync::oneshot::Receiver<()>)
             _ = &mut stop => break,
             _ = interval.tick() => {}
         }
-        let now = (Instant::now(), cpu_ticks(pid), machine_ticks());
+        let now = (
+            Instant::now(),
+            cpu_ticks(pid),
+            machine_ticks(),
+            cpu_ticks(me),
+        );
         let secs = (now.0 - last.0).as_secs_f64().max(1e-3);
         let wharf_cores = match (now.1, last.1) {
             (Some(a), Some(b)) => a.saturating_sub(b) as f64 / tick / secs,
@@ -339,6 +353,10 @@ pub async fn sample(running: &Running, stop: tokio::sync::oneshot::Receiver<()>)
             (Some((busy_a, _)), Some((busy_b, _))) => {
                 busy_a.saturating_sub(busy_b) as f64 / tick / secs
             }
+            _ => 0.0,
+        };
+        let generator_cores = match (now.3, last.3) {
+            (Some(a), Some(b)) => a.saturating_sub(b) as f64 / tick / secs,
             _ => 0.0,
         };
         last = now;
@@ -365,6 +383,7 @@ pub async fn sample(running: &Running, stop: tokio::sync::oneshot::Receiver<()>)
             wharf_cores,
             wharf_rss_mib: status_kib(pid, "VmRSS:").unwrap_or(0) as f64 / 1024.0,
             machine_busy_cores,
+            generator_cores,
             oldest_pending_gauge_s: gauge,
             oldest_pending_db_s: db_age,
         });
@@ -374,6 +393,7 @@ pub async fn sample(running: &Running, stop: tokio::sync::oneshot::Receiver<()>)
     usage.wharf_cpu_cores_mean = samples.iter().map(|s| s.wharf_cores).sum::<f64>() / n;
     usage.wharf_cpu_cores_max = samples.iter().map(|s| s.wharf_cores).fold(0.0, f64::max);
     usage.machine_busy_cores_mean = samples.iter().map(|s| s.machine_busy_cores).sum::<f64>() / n;
+    usage.generator_cores_mean = samples.iter().map(|s| s.generator_cores).sum::<f64>() / n;
     let hwm = status_kib(pid, "VmHWM:").unwrap_or(0) as f64 / 1024.0;
     let rss_max = samples.iter().map(|s| s.wharf_rss_mib).fold(0.0, f64::max);
     usage.peak_rss_mib = hwm.max(rss_max);
