@@ -36,6 +36,10 @@ use sweep::{Bench, Plan};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Runtime threads for the generator. One is cheapest: a second cost about twice the CPU
+    /// per request in wake-ups between threads, on cores shared with Wharf and Postgres.
+    #[arg(long, global = true, default_value_t = 1)]
+    threads: usize,
 }
 
 #[derive(Subcommand)]
@@ -87,10 +91,10 @@ struct RunArgs {
     /// Seconds per search step (default 10; --quick 4).
     #[arg(long)]
     step_duration: Option<f64>,
-    /// Search steps at most (default 6; --quick 4).
+    /// Search steps at most (default 6; --quick 4; 0 skips the search).
     #[arg(long)]
     max_steps: Option<u32>,
-    /// Seconds at 2x and 3x the highest sustainable rate (default 60; --quick 10).
+    /// Seconds at 2x and 3x the highest sustainable rate (default 60; --quick 10; 0 skips).
     #[arg(long)]
     overload_duration: Option<f64>,
     /// Seconds per pgbench run (default 20; --quick 5; --smoke 2); 0 skips pgbench.
@@ -137,22 +141,28 @@ struct LoadArgs {
     bad_signatures: f64,
     #[arg(long, default_value_t = 10_000)]
     timeout_ms: u64,
-    #[arg(long, default_value_t = 16_384)]
-    max_in_flight: usize,
+    /// Requests in flight at most (default: 16,384, fewer if open files are limited).
+    #[arg(long)]
+    max_in_flight: Option<usize>,
     /// Also write the JSON summary (per-second timeline included) here.
     #[arg(long)]
     json: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
-    raise_fd_limit();
+    let _ = FILES.set(raise_fd_limit());
     let cli = Cli::parse();
-    // One thread: the generator shares two cores with Wharf and Postgres, and a second
-    // runtime thread cost it about twice the CPU per request in wake-ups between threads.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
+    let runtime = if cli.threads <= 1 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(cli.threads)
+            .enable_all()
+            .build()
+    }
+    .expect("tokio runtime");
     let result = runtime.block_on(async {
         match cli.command {
             Command::Run(args) => run(args).await,
@@ -192,7 +202,7 @@ async fn standalone(args: LoadArgs) -> anyhow::Result<ExitCode> {
         duplicate_share: args.duplicates,
         bad_signature_share: args.bad_signatures,
         timeout: Duration::from_millis(args.timeout_ms),
-        max_in_flight: args.max_in_flight,
+        max_in_flight: args.max_in_flight.unwrap_or_else(in_flight_cap),
         seed: fastrand::u64(..),
     };
     eprintln!(
@@ -393,9 +403,13 @@ async fn environment(
     binary: &Path,
     postgres: &wharf::Postgres,
 ) -> anyhow::Result<report::Environment> {
-    let date = time::OffsetDateTime::now_utc()
-        .date()
-        .format(time::macros::format_description!("[year]-[month]-[day]"))?;
+    let today = time::OffsetDateTime::now_utc().date();
+    let date = format!(
+        "{}-{:02}-{:02}",
+        today.year(),
+        u8::from(today.month()),
+        today.day()
+    );
     let command = std::env::var("WHARF_BENCH_COMMAND").unwrap_or_else(|_| {
         let args: Vec<String> = std::env::args().skip(1).collect();
         format!("cargo run --release -p wharf-bench -- {}", args.join(" "))
@@ -464,18 +478,39 @@ async fn environment(
     })
 }
 
-/// Many requests in flight need many sockets: raise the soft limit to the hard one.
-fn raise_fd_limit() {
+/// Many requests in flight need many sockets: raise the limit on open files as far as this
+/// process may (as root, past the hard limit), and return the soft limit in force.
+fn raise_fd_limit() -> u64 {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
     };
     // SAFETY: getrlimit/setrlimit with a valid pointer to a local.
     unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
-        {
-            limit.rlim_cur = limit.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return 1024;
         }
+        let wanted = libc::rlimit {
+            rlim_cur: limit.rlim_max.max(1 << 18),
+            rlim_max: limit.rlim_max.max(1 << 18),
+        };
+        if libc::setrlimit(libc::RLIMIT_NOFILE, &wanted) == 0 {
+            return wanted.rlim_cur;
+        }
+        limit.rlim_cur = limit.rlim_max;
+        if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0 {
+            return limit.rlim_cur;
+        }
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit);
+        limit.rlim_cur
     }
 }
+
+/// Requests in flight at most: 16,384, or fewer when open files are scarcer, leaving room
+/// for connections that linger after their request timed out.
+pub fn in_flight_cap() -> usize {
+    let files = *FILES.get().unwrap_or(&1024);
+    (files as usize / 2).clamp(64, 16_384)
+}
+
+static FILES: std::sync::OnceLock<u64> = std::sync::OnceLock::new();

@@ -225,7 +225,7 @@ pub fn markdown(
     let _ = writeln!(w, "\n## Runs\n");
     let _ = writeln!(
         w,
-        "| # | run | s | sent | 2xx/s | p50 | p95 | p99 | max | shed (503 overloaded) | errors | Wharf CPU (cores, mean / max) | machine busy / generator (cores) | Wharf peak RSS | oldest pending max (db / gauge) | backlog at end | sustainable |"
+        "| # | run | s | sent | 2xx/s | p50 | p95 | p99 | max | shed (503 overloaded) | errors | Wharf CPU (cores, mean / max) | machine busy / generator (cores) | generator lag p99 / max | Wharf peak RSS | oldest pending max (db / gauge) | backlog at end | sustainable |"
     );
     let _ = writeln!(
         w,
@@ -236,7 +236,7 @@ pub fn markdown(
         let opt = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.1} s"));
         let _ = writeln!(
             w,
-            "| {} | {} | {:.0} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {:.2} / {:.2} | {:.2} / {:.2} | {:.0} MiB | {} / {} | {} | {} |",
+            "| {} | {} | {:.0} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {:.2} / {:.2} | {:.2} / {:.2} | {} / {} | {:.0} MiB | {} / {} | {} | {} |",
             i + 1,
             r.label,
             r.duration_s,
@@ -252,6 +252,8 @@ pub fn markdown(
             r.wharf.wharf_cpu_cores_max,
             r.wharf.machine_busy_cores_mean,
             r.wharf.generator_cores_mean,
+            ms(r.load.send_lag.p99_ms),
+            ms(r.load.send_lag.max_ms),
             r.wharf.peak_rss_mib,
             opt(r.wharf.oldest_pending_db_max_s),
             opt(r.wharf.oldest_pending_gauge_max_s),
@@ -263,6 +265,8 @@ pub fn markdown(
         w,
         "\nLatencies cover every answer (2xx, the expected 401s, 503s), from the scheduled send time. \
          2xx/s counts 2xx answers from the first scheduled send to the last answer. \
+         Generator lag is how late the generator itself sent requests (it is inside the latencies; \
+         large values mean the numbers also measure a starved generator). \
          \"oldest pending\" is the age of the oldest accepted event not yet processed: read from the \
          database every second (db), and `wharf_inbox_oldest_pending_seconds` from the admin `/metrics` \
          every second (gauge; the reconciler refreshes it every `reconcile_interval_secs`, 60 s by default, \

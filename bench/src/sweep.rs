@@ -85,7 +85,7 @@ impl Bench {
                 .map(|r| r.load.offered_rate)
                 .reduce(f64::max)
         };
-        if let Some(rate) = highest {
+        if let Some(rate) = highest.filter(|_| self.plan.overload_secs > 0.0) {
             for m in self.plan.overload.clone() {
                 self.one(rate * m, self.plan.overload_secs, "overload")
                     .await?;
@@ -201,7 +201,7 @@ impl Bench {
             duplicate_share: self.plan.duplicate_share,
             bad_signature_share: self.plan.bad_signature_share,
             timeout: self.plan.timeout,
-            max_in_flight: 16_384,
+            max_in_flight: crate::in_flight_cap(),
             seed,
         };
         if self.plan.warmup_requests > 0 {

@@ -331,6 +331,7 @@ pub async fn sample(running: &Running, stop: tokio::sync::oneshot::Receiver<()>)
     );
     let mut usage = Usage::default();
     let mut interval = tokio::time::interval(Duration::from_secs(1));
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     interval.tick().await;
     tokio::pin!(stop);
     loop {
@@ -374,8 +375,12 @@ pub async fn sample(running: &Running, stop: tokio::sync::oneshot::Receiver<()>)
             }),
             None => None,
         };
+        // Bounded, so a busy database delays a sample, not the next ones.
         let db_age = match db.as_mut() {
-            Some(conn) => oldest_pending(conn).await.ok(),
+            Some(conn) => tokio::time::timeout(Duration::from_millis(500), oldest_pending(conn))
+                .await
+                .ok()
+                .and_then(Result::ok),
             None => None,
         };
         usage.samples.push(Sample {

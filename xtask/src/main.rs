@@ -22,9 +22,9 @@ commands:
   dev [args...]   build the adapters, make sure PostgreSQL is installed, then
                   `cargo run -p wharf -- dev [args...]`
   bench [args...] build the adapters and `wharf` (release; debug with --smoke), make sure
-                  Postgres is running, then the end-to-end benchmark
-                  `cargo run --release -p wharf-bench -- run [args...]` (--quick: short runs;
-                  --smoke: a few seconds, for CI); the report lands in bench/results/
+                  Postgres is running, then the end-to-end benchmark `wharf-bench run
+                  [args...]` (--quick: short runs; --smoke: a few seconds against the debug
+                  build, for CI); the report lands in bench/results/
 ";
 
 const WASM_TARGET: &str = "wasm32-wasip2";
@@ -260,8 +260,11 @@ fn exit_code_of(command: &mut Command) -> Result<ExitCode> {
     })
 }
 
-/// The end-to-end benchmark (bench/, docs/performance.md): the generator is built like the
-/// binary under test, release for numbers, debug for the CI smoke (CI builds only debug).
+/// The end-to-end benchmark (bench/, docs/performance.md). Numbers come from release builds
+/// of `wharf` and the generator, built in one cargo call so they share one feature
+/// resolution. The smoke uses the debug binaries `cargo test --workspace` builds (CI builds
+/// only those): asking for them the way the tests do is a no-op after the tests, where a plain
+/// `cargo build -p wharf` would resolve features differently and rebuild half the tree.
 fn bench(args: &[OsString]) -> Result<ExitCode> {
     let root = root();
     adapters()?;
@@ -269,20 +272,35 @@ fn bench(args: &[OsString]) -> Result<ExitCode> {
         ensure_postgres()?;
     }
     let smoke = args.iter().any(|a| a == "--smoke");
-    let profile: &[&str] = if smoke { &[] } else { &["--release"] };
-    run(cargo()
-        .arg("build")
-        .args(profile)
-        .args(["-p", "wharf", "--bin", "wharf"])
-        .current_dir(&root))?;
+    let target = env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    let profile = if smoke {
+        run(cargo()
+            .args(["test", "--workspace", "--no-run"])
+            .current_dir(&root))?;
+        "debug"
+    } else {
+        run(cargo()
+            .args(["build", "--release", "-p", "wharf", "--bin", "wharf"])
+            .args(["-p", "wharf-bench", "--bin", "wharf-bench"])
+            .current_dir(&root))?;
+        "release"
+    };
+    let bin = target.join(profile);
     let shown: Vec<String> = std::iter::once("cargo xtask bench".to_owned())
         .chain(args.iter().map(|a| a.to_string_lossy().into_owned()))
         .collect();
+    let mut command = Command::new(bin.join("wharf-bench"));
+    command.arg("run");
+    if !args
+        .iter()
+        .any(|a| a.to_string_lossy().starts_with("--wharf"))
+    {
+        command.arg("--wharf").arg(bin.join("wharf"));
+    }
     exit_code_of(
-        cargo()
-            .arg("run")
-            .args(profile)
-            .args(["-q", "-p", "wharf-bench", "--", "run"])
+        command
             .args(args)
             .env("WHARF_BENCH_COMMAND", shown.join(" "))
             .current_dir(&root),
