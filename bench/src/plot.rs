@@ -92,6 +92,7 @@ fn draw(
         if text {
             mesh.y_desc("ms (log scale)")
                 .y_label_formatter(&|v| format!("{v}"))
+                .x_label_formatter(&|v| format!("{v:.0}"))
                 .x_labels(20);
         } else {
             mesh.x_labels(0).y_labels(0);
@@ -164,6 +165,8 @@ fn draw(
         if text {
             mesh.x_desc("seconds, runs one after another")
                 .y_desc("per second")
+                .x_label_formatter(&|v| format!("{v:.0}"))
+                .y_label_formatter(&|v| format!("{v:.0}"))
                 .x_labels(20);
         } else {
             mesh.x_labels(0).y_labels(0);
