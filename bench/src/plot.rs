@@ -69,6 +69,8 @@ fn draw(
         .fold(10.0, f64::max)
         * 1.15;
 
+    // At most one label a second, so whole-second labels never repeat.
+    let x_labels = (x_max as usize).clamp(2, 20);
     let root = BitMapBackend::new(path, (1600, 900)).into_drawing_area();
     root.fill(&WHITE)?;
     let (top, bottom) = root.split_vertically(560);
@@ -93,7 +95,7 @@ fn draw(
             mesh.y_desc("ms (log scale)")
                 .y_label_formatter(&|v| format!("{v}"))
                 .x_label_formatter(&|v| format!("{v:.0}"))
-                .x_labels(20);
+                .x_labels(x_labels);
         } else {
             mesh.x_labels(0).y_labels(0);
         }
@@ -167,7 +169,7 @@ fn draw(
                 .y_desc("per second")
                 .x_label_formatter(&|v| format!("{v:.0}"))
                 .y_label_formatter(&|v| format!("{v:.0}"))
-                .x_labels(20);
+                .x_labels(x_labels);
         } else {
             mesh.x_labels(0).y_labels(0);
         }

@@ -227,10 +227,7 @@ pub fn markdown(
         w,
         "| # | run | s | sent | 2xx/s | p50 | p95 | p99 | max | shed (503 overloaded) | errors | Wharf CPU (cores, mean / max) | machine busy / generator (cores) | generator lag p99 / max | Wharf peak RSS | oldest pending max (db / gauge) | backlog at end | sustainable |"
     );
-    let _ = writeln!(
-        w,
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
-    );
+    let _ = writeln!(w, "{}|", "|---".repeat(18));
     for (i, r) in outcome.runs.iter().enumerate() {
         let l = &r.load.latency;
         let opt = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.1} s"));
@@ -434,5 +431,15 @@ mod tests {
         assert!(md.contains("offered 2.0x: 2xx/s within 10% of 2500/s, every answer within 2 s | 2450 2xx/s (0.98), slowest 1.90 s | yes |"), "{md}");
         assert!(md.contains("offered 3.0x: 2xx/s within 10% of 2500/s, every answer within 2 s | 2000 2xx/s (0.80), slowest 2.60 s | **no** |"), "{md}");
         assert!(md.contains("peak 80 MiB | yes |"));
+        // Every row of a table has as many cells as its header.
+        let mut header = None;
+        for line in md.lines() {
+            if !line.starts_with('|') {
+                header = None;
+                continue;
+            }
+            let cells = line.matches('|').count();
+            assert_eq!(*header.get_or_insert(cells), cells, "{line}");
+        }
     }
 }
