@@ -4,16 +4,19 @@
 #          them (events/s from its start until none is left unprocessed);
 #   live:  N events sent while `wharf serve` runs its two workers (acknowledgements while
 #          processing competes for the same cores, then the time until all are processed).
+# Events are sent by the open-loop load generator (bench/) at RATE requests/s (default 1500),
+# 10 KiB each, all about one Stripe object.
 #
-#   cargo build --release -p wharf --bin wharf --example loadgen
-#   examples/bench-processing.sh drain 20000
-#   examples/bench-processing.sh live 20000
+#   cargo build --release -p wharf --bin wharf -p wharf-bench
+#   examples/bench-processing.sh drain 20000 [RATE]
+#   examples/bench-processing.sh live 20000 [RATE]
 #
 # Needs Postgres on 127.0.0.1:5432 (trust auth); creates and drops its own database.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:?drain or live}
 n=${2:-20000}
+rate=${3:-1500}
 bin=target/release
 db=wharf_bench_processing_$$
 psql() { command psql -qtAh 127.0.0.1 -U postgres "$@"; }
@@ -36,7 +39,7 @@ wait_drained() {
 $bin/wharf serve --config "$dir/wharf.toml" >/dev/null &
 sleep 2
 sent=$(date +%s.%N)
-$bin/examples/loadgen --requests "$n" --concurrency 32
+$bin/wharf-bench loadgen --rate "$rate" --requests "$n" --body-bytes 10240 --objects 1
 if [ "$mode" = drain ]; then
   start=$(date +%s.%N)
   $bin/wharf worker --config "$dir/wharf.toml" --count 2 >/dev/null &

@@ -21,6 +21,10 @@ commands:
                   effort, NATS) are running, then `cargo test --workspace [args...]`
   dev [args...]   build the adapters, make sure PostgreSQL is installed, then
                   `cargo run -p wharf -- dev [args...]`
+  bench [args...] build the adapters and `wharf` (release; debug with --smoke), make sure
+                  Postgres is running, then the end-to-end benchmark `wharf-bench run
+                  [args...]` (--quick: short runs; --smoke: a few seconds against the debug
+                  build, for CI); the report lands in bench/results/
 ";
 
 const WASM_TARGET: &str = "wasm32-wasip2";
@@ -38,6 +42,7 @@ fn main() -> ExitCode {
         Some("adapters") if rest.is_empty() => adapters().map(|()| ExitCode::SUCCESS),
         Some("test") => test(&rest),
         Some("dev") => dev(&rest),
+        Some("bench") => bench(&rest),
         Some("help" | "-h" | "--help") => {
             print!("{USAGE}");
             Ok(ExitCode::SUCCESS)
@@ -235,7 +240,12 @@ fn test(args: &[OsString]) -> Result<ExitCode> {
         .args(args)
         .env("WHARF_TEST_DATABASE_URL", database_url)
         .current_dir(&root);
-    let shown = show(&command);
+    exit_code_of(&mut command)
+}
+
+/// Runs a command and passes its exit code on.
+fn exit_code_of(command: &mut Command) -> Result<ExitCode> {
+    let shown = show(command);
     println!("xtask: $ {shown}");
     let status = command
         .status()
@@ -248,6 +258,53 @@ fn test(args: &[OsString]) -> Result<ExitCode> {
             ExitCode::FAILURE
         }
     })
+}
+
+/// The end-to-end benchmark (bench/, docs/performance.md). Numbers come from release builds
+/// of `wharf` and the generator, built in one cargo call so they share one feature
+/// resolution. The smoke uses the debug binaries `cargo test --workspace` builds (CI builds
+/// only those): asking for them the way the tests do is a no-op after the tests, where a plain
+/// `cargo build -p wharf` would resolve features differently and rebuild half the tree.
+fn bench(args: &[OsString]) -> Result<ExitCode> {
+    let root = root();
+    adapters()?;
+    if env::var_os("WHARF_BENCH_DATABASE_URL").is_none() {
+        ensure_postgres()?;
+    }
+    let smoke = args.iter().any(|a| a == "--smoke");
+    let target = env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    let profile = if smoke {
+        run(cargo()
+            .args(["test", "--workspace", "--no-run"])
+            .current_dir(&root))?;
+        "debug"
+    } else {
+        run(cargo()
+            .args(["build", "--release", "-p", "wharf", "--bin", "wharf"])
+            .args(["-p", "wharf-bench", "--bin", "wharf-bench"])
+            .current_dir(&root))?;
+        "release"
+    };
+    let bin = target.join(profile);
+    let shown: Vec<String> = std::iter::once("cargo xtask bench".to_owned())
+        .chain(args.iter().map(|a| a.to_string_lossy().into_owned()))
+        .collect();
+    let mut command = Command::new(bin.join("wharf-bench"));
+    command.arg("run");
+    if !args
+        .iter()
+        .any(|a| a.to_string_lossy().starts_with("--wharf"))
+    {
+        command.arg("--wharf").arg(bin.join("wharf"));
+    }
+    exit_code_of(
+        command
+            .args(args)
+            .env("WHARF_BENCH_COMMAND", shown.join(" "))
+            .current_dir(&root),
+    )
 }
 
 fn dev(args: &[OsString]) -> Result<ExitCode> {

@@ -1,0 +1,118 @@
+//! Postgres's own ceiling for the rows Wharf writes: `pgbench` running
+//! `bench/pgbench/accept.sql` on a freshly migrated database, at one and at ten events per
+//! transaction, 64 clients.
+
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::{Context, bail};
+use serde::Serialize;
+
+use crate::wharf::{Postgres, Setup, migrate};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Ceiling {
+    pub rows_per_transaction: u32,
+    pub clients: u32,
+    pub seconds: u32,
+    pub transactions_per_s: f64,
+    pub rows_per_s: f64,
+    pub latency_avg_ms: Option<f64>,
+    pub command: String,
+}
+
+pub async fn measure(
+    setup: &Setup,
+    postgres: &Postgres,
+    dir: &Path,
+    rows: u32,
+    clients: u32,
+    seconds: u32,
+) -> anyhow::Result<Ceiling> {
+    let database = format!("wharf_bench_pg_{}_{rows}", std::process::id());
+    let url = postgres.create(&database).await?;
+    let result = run(setup, dir, &url, rows, clients, seconds);
+    postgres.drop(&database).await?;
+    result
+}
+
+fn run(
+    setup: &Setup,
+    dir: &Path,
+    url: &str,
+    rows: u32,
+    clients: u32,
+    seconds: u32,
+) -> anyhow::Result<Ceiling> {
+    migrate(setup, &dir.join("pgbench-config"), url)?;
+    let scripts = setup.repo.join("bench/pgbench");
+    let setup_sql = Command::new("psql")
+        .args(["-q", "-v", "ON_ERROR_STOP=1", "-f"])
+        .arg(scripts.join("setup.sql"))
+        .arg(url)
+        .output()
+        .context("cannot run psql (install the PostgreSQL client)")?;
+    if !setup_sql.status.success() {
+        bail!(
+            "bench/pgbench/setup.sql failed: {}",
+            String::from_utf8_lossy(&setup_sql.stderr)
+        );
+    }
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let mut command = Command::new("pgbench");
+    command
+        .args(["-n", "-M", "prepared", "-f"])
+        .arg(scripts.join("accept.sql"))
+        .args(["-D", &format!("rows={rows}")])
+        .args(["-c", &clients.to_string()])
+        .args(["-j", &threads.min(clients as usize).to_string()])
+        .args(["-T", &seconds.to_string()])
+        .arg(url);
+    let shown = format!(
+        "pgbench -n -M prepared -f bench/pgbench/accept.sql -D rows={rows} -c {clients} -j {} -T {seconds} <fresh migrated database>",
+        threads.min(clients as usize)
+    );
+    let output = command
+        .output()
+        .context("cannot run pgbench (install the PostgreSQL client tools)")?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    if !output.status.success() {
+        bail!(
+            "pgbench failed ({}): {}{}",
+            output.status,
+            stdout,
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let tps = field(&stdout, "tps = ").context("pgbench printed no tps")?;
+    Ok(Ceiling {
+        rows_per_transaction: rows,
+        clients,
+        seconds,
+        transactions_per_s: tps,
+        rows_per_s: tps * rows as f64,
+        latency_avg_ms: field(&stdout, "latency average = "),
+        command: shown,
+    })
+}
+
+/// The number after `prefix` on the line that starts with it.
+fn field(output: &str, prefix: &str) -> Option<f64> {
+    output
+        .lines()
+        .find_map(|l| l.strip_prefix(prefix))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn reads_tps_and_latency_from_pgbench_output() {
+        let out = "latency average = 10.695 ms\ninitial connection time = 24.463 ms\ntps = 374.007631 (without initial connection time)\n";
+        assert_eq!(super::field(out, "tps = "), Some(374.007631));
+        assert_eq!(super::field(out, "latency average = "), Some(10.695));
+    }
+}

@@ -1,0 +1,445 @@
+//! The report: `<date>.md` (tables a reader can check against the issue's targets),
+//! `<date>.json` (everything, per-second timelines included) and `<date>-latency.png`.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::sweep::{Outcome, Plan, RunResult};
+
+/// What the numbers were measured on and with.
+#[derive(Debug, Clone, Serialize)]
+pub struct Environment {
+    pub date: String,
+    pub command: String,
+    pub wharf_binary: String,
+    pub wharf_commit: String,
+    pub nproc: usize,
+    pub cpu_model: String,
+    pub memory_gib: f64,
+    pub kernel: String,
+    pub postgres: String,
+    pub postgres_settings: String,
+}
+
+impl Environment {
+    pub fn machine_line(&self) -> String {
+        format!(
+            "{} cores ({}), {:.1} GiB, Linux {}; {} on the same host ({})",
+            self.nproc,
+            self.cpu_model,
+            self.memory_gib,
+            self.kernel,
+            self.postgres,
+            self.postgres_settings
+        )
+    }
+}
+
+#[derive(Serialize)]
+pub struct Full<'a> {
+    pub environment: &'a Environment,
+    pub outcome: &'a Outcome,
+}
+
+fn ms(v: f64) -> String {
+    if v >= 1000.0 {
+        format!("{:.2} s", v / 1000.0)
+    } else if v >= 10.0 {
+        format!("{v:.0} ms")
+    } else {
+        format!("{v:.1} ms")
+    }
+}
+
+fn errors(run: &RunResult) -> u64 {
+    run.load.error_count()
+}
+
+fn yes(b: bool) -> &'static str {
+    if b { "yes" } else { "**no**" }
+}
+
+pub fn markdown(
+    env: &Environment,
+    plan: &Plan,
+    outcome: &Outcome,
+    png: &str,
+    json: &str,
+) -> String {
+    let mut md = String::new();
+    let w = &mut md;
+    let _ = writeln!(w, "# Wharf end-to-end benchmark, {}\n", env.date);
+    let _ = writeln!(w, "Command: `{}`\n", env.command);
+    let _ = writeln!(
+        w,
+        "- Wharf: `{}` at {}, `examples/wharf.toml` with {} in-process worker(s), `RUST_LOG=warn`; \
+         a fresh database and a fresh `wharf serve` for every run, {} warm-up requests first (not counted).",
+        env.wharf_binary, env.wharf_commit, outcome.workers, plan.warmup_requests
+    );
+    let _ = writeln!(
+        w,
+        "- Machine: {}. The load generator, Wharf and Postgres share these cores.",
+        env.machine_line()
+    );
+    let _ = writeln!(
+        w,
+        "- Load: open loop (request i sent at start + i/rate whatever earlier ones are doing, over as many \
+         connections as that takes); latency from each request's scheduled send time to its complete answer. \
+         Stripe events for `stripe-demo` signed with the current secret; bodies {}; {:.1}% duplicates \
+         (an earlier request resent byte for byte, expect 2xx), {:.1}% bad signatures (expect 401), \
+         10,000 objects; client timeout {} s.",
+        outcome.body_mix,
+        plan.duplicate_share * 100.0,
+        plan.bad_signature_share * 100.0,
+        plan.timeout.as_secs()
+    );
+    let _ = writeln!(
+        w,
+        "- Sustainable: p99 of all answers under {} ms with no error, nothing shed and nothing lost.\n",
+        plan.p99_bound_ms
+    );
+
+    let _ = writeln!(w, "## Summary\n");
+    let ten = outcome
+        .ceilings
+        .iter()
+        .find(|c| c.rows_per_transaction == 10);
+    let one = outcome
+        .ceilings
+        .iter()
+        .find(|c| c.rows_per_transaction == 1);
+    match outcome.highest_sustainable {
+        Some(rate) => {
+            let _ = writeln!(
+                w,
+                "- Highest sustainable rate found: **{rate:.0} requests/s**."
+            );
+        }
+        None => {
+            let _ = writeln!(w, "- No rate tried was sustainable.");
+        }
+    }
+    if let (Some(one), Some(ten)) = (one, ten) {
+        let _ = writeln!(
+            w,
+            "- Postgres's own ceiling for the same rows (pgbench, {} clients): {:.0} rows/s at one row per \
+             transaction, {:.0} rows/s at ten.",
+            ten.clients, one.rows_per_s, ten.rows_per_s
+        );
+        if let Some(rate) = outcome.highest_sustainable {
+            let _ = writeln!(
+                w,
+                "- Highest sustainable rate / ten-rows ceiling: **{:.2}** (one-row ceiling: {:.2}).",
+                rate / ten.rows_per_s,
+                rate / one.rows_per_s
+            );
+        }
+    }
+    for run in outcome.runs.iter().filter(|r| r.phase == "overload") {
+        if let Some(rate) = outcome.highest_sustainable {
+            let _ = writeln!(
+                w,
+                "- Offered {:.0}/s ({:.1}x): {:.0} 2xx/s ({:.2} of the sustainable rate), {} shed, {} errors, \
+                 slowest answer {}.",
+                run.load.offered_rate,
+                run.load.offered_rate / rate,
+                run.load.accepted_per_s,
+                run.load.accepted_per_s / rate,
+                run.load.shed,
+                errors(run),
+                ms(run.load.latency.max_ms)
+            );
+        }
+    }
+
+    // The issue's targets, each against the run that measures it.
+    let _ = writeln!(w, "\n### Targets\n");
+    let _ = writeln!(w, "| target | measured | met |\n|---|---|---|");
+    let at_2000 = outcome
+        .runs
+        .iter()
+        .filter(|r| r.phase == "fixed" && (r.load.offered_rate - 2000.0).abs() < 0.5)
+        .max_by(|a, b| a.duration_s.total_cmp(&b.duration_s));
+    match at_2000 {
+        Some(r) => {
+            let _ = writeln!(
+                w,
+                "| 2,000/s for 60 s: p99 under 50 ms, no errors | {:.0} s: p99 {}, {} errors, {} shed, {:.0} 2xx/s | {} |",
+                r.duration_s,
+                ms(r.load.latency.p99_ms),
+                errors(r),
+                r.load.shed,
+                r.load.accepted_per_s,
+                yes(r.duration_s >= 60.0 && r.sustainable && r.load.latency.p99_ms < 50.0)
+            );
+        }
+        None => {
+            let _ = writeln!(
+                w,
+                "| 2,000/s for 60 s: p99 under 50 ms, no errors | not run | - |"
+            );
+        }
+    }
+    if let (Some(rate), Some(ten)) = (outcome.highest_sustainable, ten) {
+        let ratio = rate / ten.rows_per_s;
+        let _ = writeln!(
+            w,
+            "| highest sustainable rate at least 0.8 of the ten-rows ceiling | {rate:.0} / {:.0} = {ratio:.2} | {} |",
+            ten.rows_per_s,
+            yes(ratio >= 0.8)
+        );
+    }
+    if let Some(rate) = outcome.highest_sustainable {
+        for run in outcome.runs.iter().filter(|r| r.phase == "overload") {
+            let ratio = run.load.accepted_per_s / rate;
+            let all_answered = run.load.transport_errors.is_empty() && run.load.not_sent == 0;
+            let _ = writeln!(
+                w,
+                "| offered {:.1}x: 2xx/s within 10% of {rate:.0}/s, every answer within 2 s | {:.0} 2xx/s ({ratio:.2}), slowest {}{} | {} |",
+                run.load.offered_rate / rate,
+                run.load.accepted_per_s,
+                ms(run.load.latency.max_ms),
+                if all_answered {
+                    ""
+                } else {
+                    ", some unanswered"
+                },
+                yes((ratio - 1.0).abs() <= 0.1
+                    && run.load.latency.max_ms <= 2000.0
+                    && all_answered)
+            );
+        }
+    }
+    let peak = outcome
+        .runs
+        .iter()
+        .map(|r| r.wharf.peak_rss_mib)
+        .fold(0.0, f64::max);
+    let _ = writeln!(
+        w,
+        "| resident memory under 300 MiB throughout | peak {peak:.0} MiB | {} |",
+        yes(peak < 300.0)
+    );
+
+    let _ = writeln!(w, "\n## Runs\n");
+    let _ = writeln!(
+        w,
+        "| # | run | s | sent | 2xx/s | p50 | p95 | p99 | max | shed (503 overloaded) | errors | Wharf CPU (cores, mean / max) | machine busy / generator (cores) | generator lag p99 / max | Wharf peak RSS | oldest pending max (db / gauge) | backlog at end | sustainable |"
+    );
+    let _ = writeln!(w, "{}|", "|---".repeat(18));
+    for (i, r) in outcome.runs.iter().enumerate() {
+        let l = &r.load.latency;
+        let opt = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.1} s"));
+        let _ = writeln!(
+            w,
+            "| {} | {} | {:.0} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {:.2} / {:.2} | {:.2} / {:.2} | {} / {} | {:.0} MiB | {} / {} | {} | {} |",
+            i + 1,
+            r.label,
+            r.duration_s,
+            r.load.sent,
+            r.load.accepted_per_s,
+            ms(l.p50_ms),
+            ms(l.p95_ms),
+            ms(l.p99_ms),
+            ms(l.max_ms),
+            r.load.shed,
+            errors(r),
+            r.wharf.wharf_cpu_cores_mean,
+            r.wharf.wharf_cpu_cores_max,
+            r.wharf.machine_busy_cores_mean,
+            r.wharf.generator_cores_mean,
+            ms(r.load.send_lag.p99_ms),
+            ms(r.load.send_lag.max_ms),
+            r.wharf.peak_rss_mib,
+            opt(r.wharf.oldest_pending_db_max_s),
+            opt(r.wharf.oldest_pending_gauge_max_s),
+            r.wharf.backlog_at_end.map_or("-".into(), |n| n.to_string()),
+            if r.sustainable { "yes" } else { "no" }
+        );
+    }
+    let _ = writeln!(
+        w,
+        "\nLatencies cover every answer (2xx, the expected 401s, 503s), from the scheduled send time. \
+         2xx/s counts 2xx answers from the first scheduled send to the last answer. \
+         Generator lag is how late the generator itself sent requests (it is inside the latencies; \
+         large values mean the numbers also measure a starved generator). \
+         \"oldest pending\" is the age of the oldest accepted event not yet processed: read from the \
+         database every second (db), and `wharf_inbox_oldest_pending_seconds` from the admin `/metrics` \
+         every second (gauge; the reconciler refreshes it every `reconcile_interval_secs`, 60 s by default, \
+         so short runs may show 0)."
+    );
+
+    let mut any = false;
+    for (i, r) in outcome.runs.iter().enumerate() {
+        let expected = r.load.rejected_as_expected;
+        let listed: Vec<String> = r
+            .load
+            .errors_by_status
+            .iter()
+            .chain(&r.load.transport_errors)
+            .map(|(k, n)| format!("{k}: {n}"))
+            .chain((r.load.not_sent > 0).then(|| format!("not sent: {}", r.load.not_sent)))
+            .chain((r.load.shed > 0).then(|| format!("503 overloaded (shed): {}", r.load.shed)))
+            .collect();
+        if !any {
+            let _ = writeln!(w, "\n## Answers other than 2xx\n");
+            let _ = writeln!(
+                w,
+                "| # | run | 401 to bad signatures (expected) | duplicates answered 2xx `duplicate` | unexpected, by status and code or transport error |\n|---|---|---|---|---|"
+            );
+            any = true;
+        }
+        let _ = writeln!(
+            w,
+            "| {} | {} | {} | {} | {} |",
+            i + 1,
+            r.label,
+            expected,
+            r.load.duplicates,
+            if listed.is_empty() {
+                "none".into()
+            } else {
+                listed.join("; ")
+            }
+        );
+    }
+
+    if !outcome.ceilings.is_empty() {
+        let _ = writeln!(w, "\n## Postgres ceiling\n");
+        let _ = writeln!(
+            w,
+            "`bench/pgbench/accept.sql` on a freshly migrated database (`wharf migrate`, then \
+             `bench/pgbench/setup.sql`): per event an inbox row (`ON CONFLICT DO NOTHING`), its outbox row \
+             and a 10 KiB incompressible payload, as `host/src/ingest/store.rs` writes them, in one \
+             statement per transaction; Wharf is not running.\n"
+        );
+        let _ = writeln!(
+            w,
+            "| rows per transaction | clients | s | transactions/s | rows/s | latency avg |\n|---|---|---|---|---|---|"
+        );
+        for c in &outcome.ceilings {
+            let _ = writeln!(
+                w,
+                "| {} | {} | {} | {:.0} | {:.0} | {} |",
+                c.rows_per_transaction,
+                c.clients,
+                c.seconds,
+                c.transactions_per_s,
+                c.rows_per_s,
+                c.latency_avg_ms.map_or("-".into(), ms)
+            );
+        }
+        let _ = writeln!(w);
+        for c in &outcome.ceilings {
+            let _ = writeln!(w, "    {}", c.command);
+        }
+    }
+
+    let _ = writeln!(w, "\n## Latency over time\n");
+    let _ = writeln!(
+        w,
+        "![p50 and p99 per second, and 2xx per second against the offered rate, run after run]({png})\n"
+    );
+    let _ = writeln!(
+        w,
+        "Per-second timelines and samples of every run: [`{json}`]({json})."
+    );
+    md
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::loadgen::Summary;
+    use crate::pgbench::Ceiling;
+    use crate::wharf::Usage;
+
+    #[test]
+    fn the_report_checks_each_target_against_its_run() {
+        let run = |phase: &str, rate: f64, secs: f64, ok: f64, p99: f64, max: f64| RunResult {
+            label: format!("{phase} {rate}/s"),
+            phase: phase.into(),
+            duration_s: secs,
+            sustainable: p99 < 50.0,
+            load: Summary {
+                offered_rate: rate,
+                sent: (rate * secs) as u64,
+                accepted_per_s: ok,
+                latency: crate::loadgen::Percentiles {
+                    p99_ms: p99,
+                    max_ms: max,
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+            wharf: Usage {
+                peak_rss_mib: 80.0,
+                ..Default::default()
+            },
+        };
+        let ceiling = |rows: u32, rows_per_s: f64| Ceiling {
+            rows_per_transaction: rows,
+            clients: 64,
+            seconds: 20,
+            transactions_per_s: rows_per_s / rows as f64,
+            rows_per_s,
+            latency_avg_ms: Some(9.0),
+            command: "pgbench ...".into(),
+        };
+        let outcome = Outcome {
+            runs: vec![
+                run("fixed", 2000.0, 60.0, 2000.0, 12.0, 40.0),
+                run("overload", 5000.0, 60.0, 2450.0, 900.0, 1900.0),
+                run("overload", 7500.0, 60.0, 2000.0, 1500.0, 2600.0),
+            ],
+            highest_sustainable: Some(2500.0),
+            ceilings: vec![ceiling(1, 2900.0), ceiling(10, 7000.0)],
+            body_mix: "mix".into(),
+            workers: 2,
+        };
+        let env = Environment {
+            date: "2026-12-01".into(),
+            command: "cargo xtask bench".into(),
+            wharf_binary: "target/release/wharf".into(),
+            wharf_commit: "commit abc".into(),
+            nproc: 2,
+            cpu_model: "cpu".into(),
+            memory_gib: 23.5,
+            kernel: "6".into(),
+            postgres: "PostgreSQL 15".into(),
+            postgres_settings: "".into(),
+        };
+        let plan = Plan {
+            fixed: vec![],
+            search: true,
+            step_secs: 10.0,
+            max_steps: 6,
+            overload: vec![2.0, 3.0],
+            overload_secs: 60.0,
+            pgbench_secs: 20,
+            pgbench_clients: 64,
+            p99_bound_ms: 50.0,
+            warmup_requests: 50,
+            duplicate_share: 0.02,
+            bad_signature_share: 0.01,
+            timeout: std::time::Duration::from_secs(10),
+        };
+        let md = markdown(&env, &plan, &outcome, "x.png", "x.json");
+        assert!(md.contains("| 2,000/s for 60 s: p99 under 50 ms, no errors | 60 s: p99 12 ms, 0 errors, 0 shed, 2000 2xx/s | yes |"), "{md}");
+        assert!(md.contains("2500 / 7000 = 0.36 | **no** |"), "{md}");
+        assert!(md.contains("offered 2.0x: 2xx/s within 10% of 2500/s, every answer within 2 s | 2450 2xx/s (0.98), slowest 1.90 s | yes |"), "{md}");
+        assert!(md.contains("offered 3.0x: 2xx/s within 10% of 2500/s, every answer within 2 s | 2000 2xx/s (0.80), slowest 2.60 s | **no** |"), "{md}");
+        assert!(md.contains("peak 80 MiB | yes |"));
+        // Every row of a table has as many cells as its header.
+        let mut header = None;
+        for line in md.lines() {
+            if !line.starts_with('|') {
+                header = None;
+                continue;
+            }
+            let cells = line.matches('|').count();
+            assert_eq!(*header.get_or_insert(cells), cells, "{line}");
+        }
+    }
+}
