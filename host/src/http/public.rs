@@ -123,7 +123,14 @@ async fn receive(
             )
         };
     }
-    if status >= 500 {
+    // A shed request is the receiver working as designed, and a line each at WARN would cost
+    // most exactly when the receiver is saturated: those are INFO, and admission says it is
+    // shedding at WARN at most once per 10 s.
+    let shed = matches!(
+        result,
+        Err(IngestError::Overloaded | IngestError::AtCapacity)
+    );
+    if status >= 500 && !shed {
         request_line!(tracing::Level::WARN);
     } else {
         request_line!(tracing::Level::INFO);

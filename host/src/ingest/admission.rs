@@ -19,6 +19,8 @@ pub const MAX_IN_FLIGHT: usize = 8192;
 const WINDOW: Duration = Duration::from_millis(100);
 /// Weight of the newest window in the smoothed rate.
 const SMOOTHING: f64 = 0.3;
+/// At most one "shedding" warning per this long.
+const WARN_EVERY: Duration = Duration::from_secs(10);
 
 pub struct Admission {
     budget: Duration,
@@ -27,6 +29,9 @@ pub struct Admission {
     limit: AtomicUsize,
     answered: AtomicU64,
     rate: Mutex<Rate>,
+    /// Milliseconds after `started` of the last shedding warning (0: none yet).
+    warned_at_ms: AtomicU64,
+    started: Instant,
 }
 
 struct Rate {
@@ -54,7 +59,20 @@ impl Admission {
                 answered_then: 0,
                 per_second: 0.0,
             }),
+            warned_at_ms: AtomicU64::new(0),
+            started: Instant::now(),
         }
+    }
+
+    /// Whether a refusal now should be logged: the first, then one per `WARN_EVERY`.
+    pub fn should_warn(&self) -> bool {
+        let now = self.started.elapsed().as_millis() as u64 + 1;
+        let last = self.warned_at_ms.load(Ordering::Relaxed);
+        (last == 0 || now.saturating_sub(last) >= WARN_EVERY.as_millis() as u64)
+            && self
+                .warned_at_ms
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
     }
 
     /// A ticket, or `None` when admitting one more would overrun the budget.
@@ -142,6 +160,13 @@ mod tests {
         drop(tickets);
         assert_eq!(admission.in_flight(), 0);
         assert!(admission.try_admit().is_some());
+    }
+
+    #[test]
+    fn shedding_is_logged_once_per_period() {
+        let admission = Admission::new(Duration::from_millis(500), 8);
+        assert!(admission.should_warn());
+        assert!(!admission.should_warn());
     }
 
     #[test]

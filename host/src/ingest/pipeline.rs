@@ -212,9 +212,18 @@ impl Ingest {
         // Past capacity the request is refused here, before any guest call or MAC; the ticket
         // is held until the answer.
         let ticket = self.admission.try_admit();
-        self.metrics
-            .admission(self.admission.in_flight(), self.admission.limit());
-        let _ticket = ticket.ok_or(IngestError::AtCapacity)?;
+        let (in_flight, limit) = (self.admission.in_flight(), self.admission.limit());
+        self.metrics.admission(in_flight, limit);
+        let Some(_ticket) = ticket else {
+            if self.admission.should_warn() {
+                tracing::warn!(
+                    in_flight,
+                    limit,
+                    "at capacity: refusing requests with 503 overloaded (wharf_requests_total counts them)"
+                );
+            }
+            return Err(IngestError::AtCapacity);
+        };
         // Steps 4 to 7 are CPU work (guest calls, MACs): one hop to the sandbox's threads runs
         // them all, off the runtime that serves HTTP and commits.
         let this = Arc::clone(self);
