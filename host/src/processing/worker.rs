@@ -602,17 +602,20 @@ async fn lock_objects<'a>(
         objects.iter().enumerate().map(|(i, k)| (*k, i)).collect();
     Ok(rows
         .into_iter()
-        .filter_map(|(provider, endpoint_id, object_id, version_kind, version, event_id)| {
-            let i = *index.get(&(provider.as_str(), endpoint_id.as_str(), object_id.as_str()))?;
-            Some((
-                objects[i],
-                Stored {
-                    version_kind,
-                    version,
-                    event_id,
-                },
-            ))
-        })
+        .filter_map(
+            |(provider, endpoint_id, object_id, version_kind, version, event_id)| {
+                let i =
+                    *index.get(&(provider.as_str(), endpoint_id.as_str(), object_id.as_str()))?;
+                Some((
+                    objects[i],
+                    Stored {
+                        version_kind,
+                        version,
+                        event_id,
+                    },
+                ))
+            },
+        )
         .collect())
 }
 
@@ -678,26 +681,96 @@ async fn write(
          SELECT (SELECT count(*) FROM inserted) + (SELECT count(*) FROM updated)",
     )
     .bind(events.iter().map(|e| e.claim.inbox_id).collect::<Vec<_>>())
-    .bind(events.iter().map(|e| e.claim.provider.as_str()).collect::<Vec<_>>())
-    .bind(events.iter().map(|e| e.claim.endpoint_id.as_str()).collect::<Vec<_>>())
-    .bind(events.iter().map(|e| e.claim.event_id.as_str()).collect::<Vec<_>>())
-    .bind(events.iter().map(|e| e.outcome.as_str()).collect::<Vec<_>>())
+    .bind(
+        events
+            .iter()
+            .map(|e| e.claim.provider.as_str())
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        events
+            .iter()
+            .map(|e| e.claim.endpoint_id.as_str())
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        events
+            .iter()
+            .map(|e| e.claim.event_id.as_str())
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        events
+            .iter()
+            .map(|e| e.outcome.as_str())
+            .collect::<Vec<_>>(),
+    )
     .bind(events.iter().map(|e| e.fresh).collect::<Vec<_>>())
-    .bind(events.iter().map(|e| e.targets.len() as i32).collect::<Vec<_>>())
+    .bind(
+        events
+            .iter()
+            .map(|e| e.targets.len() as i32)
+            .collect::<Vec<_>>(),
+    )
     .bind(deliveries().map(|_| Uuid::now_v7()).collect::<Vec<_>>())
     .bind(deliveries().map(|(id, _)| id).collect::<Vec<_>>())
     .bind(deliveries().map(|(_, t)| t.0).collect::<Vec<_>>())
     .bind(deliveries().map(|(_, t)| t.1).collect::<Vec<_>>())
     .bind(deliveries().map(|(_, t)| t.2 as i32).collect::<Vec<_>>())
-    .bind(projection.iter().map(|m| m.claim.provider.as_str()).collect::<Vec<_>>())
-    .bind(projection.iter().map(|m| m.claim.endpoint_id.as_str()).collect::<Vec<_>>())
-    .bind(projection.iter().map(|m| m.claim.object_id.as_deref()).collect::<Vec<_>>())
-    .bind(projection.iter().map(|m| m.claim.version_kind.as_deref()).collect::<Vec<_>>())
-    .bind(projection.iter().map(|m| m.claim.version).collect::<Vec<_>>())
-    .bind(projection.iter().map(|m| m.claim.event_id.as_str()).collect::<Vec<_>>())
-    .bind(projection.iter().map(|m| m.claim.event_type.as_str()).collect::<Vec<_>>())
-    .bind(projection.iter().map(|m| m.state.as_deref()).collect::<Vec<_>>())
-    .bind(projection.iter().map(|m| m.claim.inbox_id).collect::<Vec<_>>())
+    .bind(
+        projection
+            .iter()
+            .map(|m| m.claim.provider.as_str())
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        projection
+            .iter()
+            .map(|m| m.claim.endpoint_id.as_str())
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        projection
+            .iter()
+            .map(|m| m.claim.object_id.as_deref())
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        projection
+            .iter()
+            .map(|m| m.claim.version_kind.as_deref())
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        projection
+            .iter()
+            .map(|m| m.claim.version)
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        projection
+            .iter()
+            .map(|m| m.claim.event_id.as_str())
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        projection
+            .iter()
+            .map(|m| m.claim.event_type.as_str())
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        projection
+            .iter()
+            .map(|m| m.state.as_deref())
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        projection
+            .iter()
+            .map(|m| m.claim.inbox_id)
+            .collect::<Vec<_>>(),
+    )
     .bind(projection.iter().map(|m| m.existing).collect::<Vec<_>>())
     .fetch_one(&mut **tx)
     .await?;
