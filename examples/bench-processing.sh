@@ -11,15 +11,18 @@
 #   examples/bench-processing.sh live 20000
 #
 # Environment: CONCURRENCY (load generator connections, default 32), BATCH (`[worker]
-# batch_size`, default the example's), PORT (public listener, default 18080; admin PORT+1).
+# batch_size`, default the example's), PORT (public listener, default
+# one from 20000 to 39999 by process id; admin PORT+1),
+# WHARF (the binary, default target/release/wharf: compare two builds back to back).
 # Needs Postgres on 127.0.0.1:5432 (trust auth); creates and drops its own database.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:?drain or live}
 n=${2:-20000}
 concurrency=${CONCURRENCY:-32}
-port=${PORT:-18080}
+port=${PORT:-$((20000 + $$ % 20000))}
 bin=target/release
+wharf=${WHARF:-$bin/wharf}
 db=wharf_bench_processing_$$
 psql() { command psql -qtAh 127.0.0.1 -U postgres "$@"; }
 psql -c "CREATE DATABASE $db" >/dev/null
@@ -42,7 +45,7 @@ wait_drained() {
 }
 
 WHARF_LISTEN=127.0.0.1:$port WHARF_ADMIN_LISTEN=127.0.0.1:$((port + 1)) \
-  $bin/wharf serve --config "$dir/wharf.toml" >/dev/null &
+  "$wharf" serve --config "$dir/wharf.toml" >/dev/null &
 sleep 2
 if [ "$mode" = live ]; then
   # Once a second until everything is processed: the gauge as a dashboard sees it, and the
@@ -50,8 +53,9 @@ if [ "$mode" = live ]; then
   (
     while sleep 1; do
       gauge=$(curl -s "127.0.0.1:$((port + 1))/metrics" | sed -n 's/^wharf_inbox_oldest_pending_seconds //p')
-      age=$(psql -d "$db" -c "SELECT round(coalesce(extract(epoch FROM now() - min(received_at)), 0), 1)
-                              FROM webhook_inbox WHERE status IN ('PENDING', 'PROCESSING')")
+      age=$(psql -d "$db" -c "SELECT round(coalesce(extract(epoch FROM now() - least(
+                                (SELECT min(received_at) FROM webhook_inbox WHERE status = 'PENDING'),
+                                (SELECT min(received_at) FROM webhook_inbox WHERE status = 'PROCESSING'))), 0), 1)")
       echo "${gauge:-?} $age"
     done
   ) >"$dir/oldest" &
@@ -59,10 +63,22 @@ if [ "$mode" = live ]; then
 fi
 sent=$(date +%s.%N)
 $bin/examples/loadgen --url "http://127.0.0.1:$port" --requests "$n" --concurrency "$concurrency"
+# CPU seconds (user + system) of processes, from /proc (the machine is shared, so CPU per
+# event says more than wall-clock time).
+cpu() { for pid in "$@"; do awk '{print $14 + $15}' "/proc/$pid/stat"; done | awk '{s += $1} END {printf "%.2f", s / 100}'; }
 if [ "$mode" = drain ]; then
+  # Statistics, as autovacuum keeps them on a table in use: a fresh table's planner
+  # estimates pick a full sort of the outbox backlog for every batch of notices.
+  psql -d "$db" -c "ANALYZE"
   start=$(date +%s.%N)
-  $bin/wharf worker --config "$dir/wharf.toml" --count 2 >/dev/null &
+  "$wharf" worker --config "$dir/wharf.toml" --count 2 >/dev/null &
+  worker=$!
   wait_drained "$start" "the worker started"
+  backends=$(psql -d "$db" -c "SELECT pid FROM pg_stat_activity
+                               WHERE datname = current_database() AND application_name = 'wharf-worker'")
+  w=$(cpu "$worker"); b=$(cpu $backends)
+  echo "CPU: wharf worker ${w} s, its Postgres backends ${b} s:" \
+    "$(echo "($w + $b) * 1000000 / $n" | bc) µs per event"
 else
   wait_drained "$sent" "the first request"
   kill "$sampler"

@@ -300,12 +300,15 @@ async fn a_new_objects_row_written_by_another_worker_mid_batch_is_not_overwritte
     markers.commit().await.unwrap();
     assert_eq!(batch.await.unwrap(), 2);
 
-    // Version 1 lost to the row that appeared; version 3 moved it.
+    // Version 1 lost to the row that appeared; version 3 moved it. The batch was decided
+    // again at once, not retried later.
     assert_eq!(
         events(&app).await,
         vec![processed("evt_n1", "stale"), processed("evt_n3", "applied"),]
     );
     assert_eq!(projected(&app, "cus_new").await, (3, "evt_n3".into()));
+    let metrics = app.metrics().await;
+    assert!(!metrics.contains(r#"outcome="retry""#), "{metrics}");
     app.shutdown().await;
 }
 

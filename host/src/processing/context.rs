@@ -30,10 +30,21 @@ impl Processing {
         signals: Arc<Signals>,
     ) -> anyhow::Result<Self> {
         let options: PgConnectOptions = config.database_url().parse()?;
+        // Processing commits without waiting for the WAL flush. What a database crash can
+        // lose is only the last fraction of a second of bookkeeping, always a suffix of the
+        // history (a later durable commit flushes everything before it), and all of it is
+        // redone idempotently: a lost claim or completion leaves the inbox row PENDING or
+        // PROCESSING under a lease, so it is processed again (the marker and the projection
+        // were lost with it); a lost delivery or notice mark sends again under the same
+        // idempotency key or `Nats-Msg-Id`. Acceptance (the ingest pool) stays durable: its
+        // 2xx is a promise to the provider. See docs/performance.md, "Processing".
+        let options = options
+            .application_name("wharf-worker")
+            .options([("synchronous_commit", "off")]);
         let pool = PgPoolOptions::new()
             .max_connections(config.worker.db_connections)
             .acquire_timeout(Duration::from_secs(10))
-            .connect_lazy_with(options.application_name("wharf-worker"));
+            .connect_lazy_with(options);
         let nats = config.nats.clone().map(|n| Arc::new(Nats::new(n)));
         Ok(Self {
             pool,

@@ -136,9 +136,12 @@ impl Reconciler {
 
     /// Seconds since the oldest `PENDING`/`PROCESSING` event was received (0 when none).
     async fn oldest_pending(&self) -> anyhow::Result<f64> {
+        // One minimum per status: each is the first entry of its range of the (status,
+        // received_at) index, whatever the table's statistics say.
         let oldest: Option<f64> = sqlx::query_scalar(
-            "SELECT extract(epoch FROM now() - min(received_at))::float8
-             FROM webhook_inbox WHERE status IN ('PENDING', 'PROCESSING')",
+            "SELECT extract(epoch FROM now() - least(
+                 (SELECT min(received_at) FROM webhook_inbox WHERE status = 'PENDING'),
+                 (SELECT min(received_at) FROM webhook_inbox WHERE status = 'PROCESSING')))::float8",
         )
         .fetch_one(&self.processing.pool)
         .await

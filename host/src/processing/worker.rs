@@ -165,6 +165,10 @@ enum ProcessError {
     /// Retry with backoff until the endpoint's attempts run out.
     #[error("{0}")]
     Transient(String),
+    /// Another worker inserted the first projection row of one of the batch's objects after
+    /// this one looked: the outcomes were decided without it, so the batch was rolled back.
+    #[error("an object's projection row appeared concurrently")]
+    Raced,
 }
 
 impl From<sqlx::Error> for ProcessError {
@@ -224,7 +228,7 @@ impl Worker {
             return Ok(n);
         }
         // The common case: the whole batch in one transaction, one commit.
-        match self.apply(&claims).await {
+        match self.apply_settled(&claims).await {
             Ok(committed) => self.settle(&claims, committed).await,
             Err(e) if claims.len() == 1 => self.record_failure(&claims[0], e).await,
             Err(e) => {
@@ -234,7 +238,7 @@ impl Worker {
                 let mut rest = claims.into_iter();
                 for claim in rest.by_ref() {
                     let one = std::slice::from_ref(&claim);
-                    match self.apply(one).await {
+                    match self.apply_settled(one).await {
                         Ok(committed) => self.settle(one, committed).await,
                         Err(e) => self.record_failure(&claim, e).await,
                     }
@@ -355,6 +359,16 @@ impl Worker {
         }
     }
 
+    /// `apply`, once more if it lost a race for a new object's row: that row is committed
+    /// by then (the insert that found it waited for its transaction), so the second attempt
+    /// sees it and locks it like any other.
+    async fn apply_settled(&self, claims: &[Claim]) -> Result<Committed, ProcessError> {
+        match self.apply(claims).await {
+            Err(ProcessError::Raced) => self.apply(claims).await,
+            other => other,
+        }
+    }
+
     /// The business transaction for claimed events (sorted by object and version): a fixed
     /// number of statements for the whole batch. Events whose lease was lost to another
     /// worker are left out.
@@ -459,11 +473,7 @@ impl Worker {
         if !events.is_empty() {
             let written = write(&mut tx, &events, &projection).await?;
             if written != projection.len() {
-                // A projection row for a new object was inserted by another worker after
-                // this one looked: the outcomes were decided without it.
-                return Err(ProcessError::Transient(
-                    "an object's projection row appeared concurrently".into(),
-                ));
+                return Err(ProcessError::Raced);
             }
         }
         tx.commit().await?;
