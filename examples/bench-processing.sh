@@ -46,7 +46,11 @@ wait_drained() {
 
 WHARF_LISTEN=127.0.0.1:$port WHARF_ADMIN_LISTEN=127.0.0.1:$((port + 1)) \
   "$wharf" serve --config "$dir/wharf.toml" >/dev/null &
-sleep 2
+for _ in $(seq 300); do
+  [ "$(curl -s "127.0.0.1:$((port + 1))/readyz")" = ready ] && break
+  sleep 0.1
+done
+[ "$(curl -s "127.0.0.1:$((port + 1))/readyz")" = ready ] || { echo "wharf serve is not ready on port $port" >&2; exit 1; }
 if [ "$mode" = live ]; then
   # Once a second until everything is processed: the gauge as a dashboard sees it, and the
   # same age read from the database at that moment.

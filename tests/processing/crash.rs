@@ -156,6 +156,11 @@ async fn processing_commits_without_waiting_for_the_flush_and_acceptance_waits()
             .unwrap()
     };
     assert_eq!(setting(server.processing.pool.clone()).await, "off");
+    let seqscan = sqlx::query_scalar::<_, String>("SHOW enable_seqscan")
+        .fetch_one(&server.processing.pool)
+        .await
+        .unwrap();
+    assert_eq!(seqscan, "off", "processing plans stay on indexes");
     assert_eq!(setting(server.ingest.store().pool().clone()).await, "on");
     app.shutdown().await;
 }
