@@ -1,5 +1,6 @@
-//! What every processing task shares: a database pool apart from the ingest pool, the config,
-//! metrics, the signals that wake them, NATS, and backoff.
+//! What every processing task shares: a database pool apart from the ingest pool (its commits
+//! do not wait for the disk; its plans stay on indexes), the config, metrics, the signals that
+//! wake them, NATS, and backoff.
 
 use std::sync::Arc;
 use std::time::Duration;
