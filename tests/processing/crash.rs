@@ -1,5 +1,6 @@
 //! Crash injection: `wharf serve` kills itself with SIGKILL at a failpoint; after a restart
-//! and the provider's retry, every event is processed once and delivered, nothing lost.
+//! and the provider's retry, every event is processed once and delivered, nothing lost. And
+//! which commits wait for the WAL flush: acceptance does, processing need not.
 
 use std::os::unix::process::ExitStatusExt;
 use std::time::Duration;
@@ -137,4 +138,29 @@ async fn crash_after_the_business_commit_before_the_worker_acknowledges() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_after_a_delivery_succeeded_before_it_was_marked() {
     crash_at("delivery.after_send").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn processing_commits_without_waiting_for_the_flush_and_acceptance_waits() {
+    // What a database crash loses of processing is redone (docs/performance.md); a lost
+    // acceptance would break the 2xx already sent, so it stays durable.
+    let app = TestApp::builder()
+        .append_toml(&worker_toml(0))
+        .start()
+        .await;
+    let server = app.server.as_ref().unwrap();
+    let setting = |pool: sqlx::PgPool| async move {
+        sqlx::query_scalar::<_, String>("SHOW synchronous_commit")
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+    };
+    assert_eq!(setting(server.processing.pool.clone()).await, "off");
+    let seqscan = sqlx::query_scalar::<_, String>("SHOW enable_seqscan")
+        .fetch_one(&server.processing.pool)
+        .await
+        .unwrap();
+    assert_eq!(seqscan, "off", "processing plans stay on indexes");
+    assert_eq!(setting(server.ingest.store().pool().clone()).await, "on");
+    app.shutdown().await;
 }

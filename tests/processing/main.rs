@@ -5,6 +5,7 @@
 mod support;
 
 mod backlog;
+mod batches;
 mod claims;
 mod crash;
 mod failures;

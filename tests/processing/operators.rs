@@ -1,5 +1,6 @@
 //! The reconciler requeues accepted events whose processing marker or deliveries went
-//! missing; replay by filter; graceful shutdown releases nothing half-done.
+//! missing; replay by filter; graceful shutdown releases nothing half-done; the backlog gauge
+//! follows the backlog between passes.
 
 use wharf::processing::Reconciler;
 
@@ -65,5 +66,44 @@ async fn the_reconciler_requeues_events_missing_processing_or_deliveries() {
         again.outbox_unpublished, 0,
         "notices published (no NATS: marked)"
     );
+    app.shutdown().await;
+}
+
+/// The value of `wharf_inbox_oldest_pending_seconds` in a metrics page.
+fn oldest_pending(metrics: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("wharf_inbox_oldest_pending_seconds "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no oldest-pending gauge in {metrics}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_oldest_pending_gauge_follows_the_backlog_between_reconciler_passes() {
+    // Processing without workers: the relays and the reconciler (one pass an hour) only.
+    let app = crate::support::app::TestApp::builder()
+        .append_toml(&crate::support::app::worker_toml(0))
+        .start()
+        .await;
+    let (headers, body) = signed_stripe_event("evt_gauge");
+    assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
+    let config = wharf::config::Config::load(&app.config.config_path).unwrap();
+    let host = wharf::server::ProcessingHost::start(config, 0, None)
+        .await
+        .unwrap();
+    let gauge = || oldest_pending(&host.processing.metrics.render());
+    eventually("the first pass saw the event waiting", || async {
+        gauge() > 0.0
+    })
+    .await;
+    let first = gauge();
+    eventually("the gauge grows while the event waits", || async {
+        gauge() > first + 0.5
+    })
+    .await;
+    let worker = wharf::processing::Worker::new(std::sync::Arc::clone(&host.processing));
+    assert_eq!(worker.try_execute().await.unwrap(), 1);
+    eventually("the gauge is back to zero", || async { gauge() == 0.0 }).await;
+    host.shutdown().await.unwrap();
     app.shutdown().await;
 }

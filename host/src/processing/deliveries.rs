@@ -36,8 +36,22 @@ use crate::support::failpoint;
 
 /// Sends at once, per relay (one relay per target).
 const IN_FLIGHT: usize = 32;
+/// A running relay claims again once this many sends have finished (or none is left), so
+/// claims come in batches rather than one row per finished send.
+const CLAIM_AT_LEAST: usize = IN_FLIGHT / 4;
+/// Results recorded in one statement, at most.
+const MARK_BATCH: usize = 256;
 /// A claimed delivery is hidden from other relays for its timeout plus this margin.
 const LEASE_MARGIN: Duration = Duration::from_secs(5);
+
+/// The result of one attempt, to record if the claim is still ours.
+struct Mark {
+    delivery_id: Uuid,
+    claim_id: Uuid,
+    status: &'static str,
+    error: Option<String>,
+    delay: Duration,
+}
 
 struct Claimed {
     delivery_id: Uuid,
@@ -85,17 +99,29 @@ impl DeliveryRelay {
     }
 
     /// Keeps up to `IN_FLIGHT` sends of its lane going, claiming more as sends finish, so a
-    /// slow delivery never waits for a whole batch.
+    /// slow delivery never waits for a whole batch. Results are recorded by one writer, as
+    /// many as have finished in one statement.
     pub async fn run(self, cancel: CancellationToken) -> anyhow::Result<()> {
         let this = Arc::new(self);
         let p = Arc::clone(&this.processing);
+        let (results, mut finished) = tokio::sync::mpsc::unbounded_channel::<Mark>();
+        let writer = tokio::spawn({
+            let this = Arc::clone(&this);
+            async move {
+                let mut batch = Vec::with_capacity(MARK_BATCH);
+                while finished.recv_many(&mut batch, MARK_BATCH).await > 0 {
+                    this.mark(&batch).await;
+                    batch.clear();
+                }
+            }
+        });
         let mut in_flight = tokio::task::JoinSet::new();
         let mut committed = p.signals.deliveries.subscribe();
         let mut idle = MIN_IDLE;
         while !cancel.is_cancelled() {
             while in_flight.try_join_next().is_some() {}
             let free = IN_FLIGHT - in_flight.len();
-            if free == 0 {
+            if free < CLAIM_AT_LEAST {
                 tokio::select! {
                     _ = cancel.cancelled() => break,
                     _ = in_flight.join_next() => continue,
@@ -105,8 +131,14 @@ impl DeliveryRelay {
                 Ok(claimed) if !claimed.is_empty() => {
                     idle = MIN_IDLE;
                     for d in claimed {
-                        let (this, cancel) = (Arc::clone(&this), cancel.clone());
-                        in_flight.spawn(async move { this.deliver(d, &cancel).await });
+                        let (this, cancel, results) =
+                            (Arc::clone(&this), cancel.clone(), results.clone());
+                        in_flight.spawn(async move {
+                            if let Some(mark) = this.deliver(d, &cancel).await {
+                                // The writer outlives every send.
+                                let _ = results.send(mark);
+                            }
+                        });
                     }
                     continue;
                 }
@@ -122,18 +154,24 @@ impl DeliveryRelay {
                 break;
             }
         }
-        // Sends in flight see the cancellation and give their claims back.
+        // Sends in flight see the cancellation and give their claims back; what finished is
+        // recorded before the relay stops.
         while in_flight.join_next().await.is_some() {}
+        drop(results);
+        let _ = writer.await;
         Ok(())
     }
 
-    /// Claims one batch of due deliveries and sends them concurrently; returns how many were
-    /// claimed. Tests drive the relay through this one step.
+    /// Claims one batch of due deliveries, sends them concurrently and records the results;
+    /// returns how many were claimed. Tests drive the relay through this one step.
     pub async fn try_execute(&self) -> anyhow::Result<usize> {
         let claimed = self.claim(IN_FLIGHT as i64).await?;
         let n = claimed.len();
         let cancel = CancellationToken::new();
-        futures::future::join_all(claimed.into_iter().map(|d| self.deliver(d, &cancel))).await;
+        let results =
+            futures::future::join_all(claimed.into_iter().map(|d| self.deliver(d, &cancel))).await;
+        let marks: Vec<Mark> = results.into_iter().flatten().collect();
+        self.mark(&marks).await;
         Ok(n)
     }
 
@@ -225,7 +263,8 @@ impl DeliveryRelay {
         Duration::from_millis(route.map_or(10_000, |r| r.timeout_ms))
     }
 
-    async fn deliver(&self, d: Claimed, cancel: &CancellationToken) {
+    /// One attempt; returns its result to record, or none when it was given back (shutdown).
+    async fn deliver(&self, d: Claimed, cancel: &CancellationToken) -> Option<Mark> {
         let p = &self.processing;
         // A panic in a send (a bug) is a failed attempt, not a claim retaken forever.
         let send = AssertUnwindSafe(self.send(&d)).catch_unwind();
@@ -233,28 +272,19 @@ impl DeliveryRelay {
             r = send => r.unwrap_or_else(|_| Err(Failure::Transient("the send panicked".into()))),
             _ = cancel.cancelled() => {
                 self.release(&d).await;
-                return;
+                return None;
             }
         };
-        let outcome = match result {
+        let (status, error, delay, outcome) = match result {
             Ok(()) => {
                 failpoint::hit(failpoint::DELIVERY_AFTER_SEND);
-                self.mark(&d, "SENT", None, Duration::ZERO).await;
-                "sent"
+                ("SENT", None, Duration::ZERO, "sent")
             }
-            Err(Failure::Permanent(e)) => {
-                self.mark(&d, "FAILED", Some(&e), Duration::ZERO).await;
-                "failed"
-            }
+            Err(Failure::Permanent(e)) => ("FAILED", Some(e), Duration::ZERO, "failed"),
             Err(Failure::Transient(e)) if d.attempt >= d.max_attempts => {
-                self.mark(&d, "FAILED", Some(&e), Duration::ZERO).await;
-                "failed"
+                ("FAILED", Some(e), Duration::ZERO, "failed")
             }
-            Err(Failure::Transient(e)) => {
-                self.mark(&d, "PENDING", Some(&e), p.backoff(d.attempt))
-                    .await;
-                "retry"
-            }
+            Err(Failure::Transient(e)) => ("PENDING", Some(e), p.backoff(d.attempt), "retry"),
         };
         p.metrics.delivery(&d.sink, outcome);
         if outcome != "sent" {
@@ -267,6 +297,13 @@ impl DeliveryRelay {
                 "delivery attempt failed"
             );
         }
+        Some(Mark {
+            delivery_id: d.delivery_id,
+            claim_id: d.claim_id,
+            status,
+            error,
+            delay,
+        })
     }
 
     async fn send(&self, d: &Claimed) -> Result<(), Failure> {
@@ -334,26 +371,37 @@ impl DeliveryRelay {
         }
     }
 
-    /// Records the attempt's result, if the claim is still ours.
-    async fn mark(&self, d: &Claimed, status: &str, error: Option<&str>, delay: Duration) {
+    /// Records attempts' results, each only if its claim is still ours, in one statement.
+    async fn mark(&self, marks: &[Mark]) {
+        if marks.is_empty() {
+            return;
+        }
         let result = sqlx::query(
-            "UPDATE deliveries
-             SET status = $3, last_error = $4, claim_id = NULL,
-                 sent_at = CASE WHEN $3 = 'SENT' THEN now() END,
-                 next_attempt_at = now() + make_interval(secs => $5)
-             WHERE delivery_id = $1 AND claim_id = $2 AND status = 'PENDING'",
+            "UPDATE deliveries AS d
+             SET status = m.status, last_error = m.error, claim_id = NULL,
+                 sent_at = CASE WHEN m.status = 'SENT' THEN now() END,
+                 next_attempt_at = now() + make_interval(secs => m.delay)
+             FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::float8[])
+                  AS m(delivery_id, claim_id, status, error, delay)
+             WHERE d.delivery_id = m.delivery_id AND d.claim_id = m.claim_id
+               AND d.status = 'PENDING'",
         )
-        .bind(d.delivery_id)
-        .bind(d.claim_id)
-        .bind(status)
-        .bind(error)
-        .bind(delay.as_secs_f64())
+        .bind(marks.iter().map(|m| m.delivery_id).collect::<Vec<_>>())
+        .bind(marks.iter().map(|m| m.claim_id).collect::<Vec<_>>())
+        .bind(marks.iter().map(|m| m.status).collect::<Vec<_>>())
+        .bind(marks.iter().map(|m| m.error.as_deref()).collect::<Vec<_>>())
+        .bind(
+            marks
+                .iter()
+                .map(|m| m.delay.as_secs_f64())
+                .collect::<Vec<_>>(),
+        )
         .execute(&self.processing.pool)
         .await;
         if let Err(e) = result {
-            // The claim expires and the delivery is attempted again.
-            tracing::warn!(delivery_id = %d.delivery_id, error = %redact_db(&e),
-                "recording a delivery attempt failed");
+            // The claims expire and the deliveries are attempted again.
+            tracing::warn!(deliveries = marks.len(), error = %redact_db(&e),
+                "recording delivery attempts failed");
         }
     }
 

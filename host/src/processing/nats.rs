@@ -115,19 +115,37 @@ impl Nats {
         payload: Bytes,
         timeout: Duration,
     ) -> anyhow::Result<()> {
-        let context = self.context().await?;
-        let publish = async {
-            let ack = context
-                .publish_with_headers(subject, headers, payload)
-                .await
-                .map_err(|e| anyhow::anyhow!("publish: {e}"))?;
-            ack.await
-                .map_err(|e| anyhow::anyhow!("no acknowledgement: {e}"))
-        };
-        tokio::time::timeout(timeout, publish)
+        self.send(subject, headers, payload, timeout).await?.await
+    }
+
+    /// Publishes and returns the wait for the stream's acknowledgement, so that several
+    /// messages can be in flight at once; the whole exchange takes at most `timeout`.
+    pub async fn send(
+        &self,
+        subject: String,
+        headers: HeaderMap,
+        payload: Bytes,
+        timeout: Duration,
+    ) -> anyhow::Result<impl Future<Output = anyhow::Result<()>> + use<>> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let late = move || anyhow::anyhow!("no acknowledgement within {timeout:?}");
+        let context = tokio::time::timeout_at(deadline, self.context())
             .await
-            .map_err(|_| anyhow::anyhow!("no acknowledgement within {timeout:?}"))??;
-        Ok(())
+            .map_err(|_| late())??;
+        let ack = tokio::time::timeout_at(
+            deadline,
+            context.publish_with_headers(subject, headers, payload),
+        )
+        .await
+        .map_err(|_| late())?
+        .map_err(|e| anyhow::anyhow!("publish: {e}"))?;
+        Ok(async move {
+            tokio::time::timeout_at(deadline, ack)
+                .await
+                .map_err(|_| late())?
+                .map_err(|e| anyhow::anyhow!("no acknowledgement: {e}"))?;
+            Ok(())
+        })
     }
 }
 
