@@ -98,3 +98,46 @@ async fn looping_allocating_trapping_recursing_and_bloated_adapters_are_503_and_
     }
     assert_eq!(app.count("webhook_inbox").await, 13 + 10);
 }
+
+/// Each request gets an instance of its own: its `prepare` and `parse` share it, and nothing a
+/// guest keeps in memory reaches the next request (`test-misbehave` counts the calls its
+/// instance served into the event id).
+#[tokio::test]
+async fn an_instance_serves_one_request_only() {
+    let app = TestApp::builder()
+        .add_adapter("testing/test-misbehave.wasm")
+        .add_endpoints(ENDPOINTS)
+        .start()
+        .await;
+    let ts = now();
+    for i in 0..3 {
+        let body = format!("{{\"n\":{i}}}").into_bytes();
+        let signed = [format!("{ts}.").as_bytes(), &body].concat();
+        let sig = hex::encode(hmac_sha256(GITHUB_SECRET.as_bytes(), &signed));
+        let answer = app
+            .post(
+                "evil",
+                &[
+                    ("x-misbehave", "ok"),
+                    ("x-ts", &ts.to_string()),
+                    ("x-sig", &sig),
+                    ("x-event-id", &format!("evt_{i}")),
+                    ("x-count-calls", "1"),
+                ],
+                body,
+            )
+            .await;
+        assert_eq!(
+            (answer.status, answer.code()),
+            (200, "accepted"),
+            "{answer:?}"
+        );
+    }
+    let ids: Vec<String> =
+        sqlx::query_scalar("SELECT provider_event_id FROM webhook_inbox ORDER BY 1")
+            .fetch_all(&app.db)
+            .await
+            .unwrap();
+    assert_eq!(ids, ["evt_0-calls-2", "evt_1-calls-2", "evt_2-calls-2"]);
+    app.shutdown().await;
+}

@@ -39,6 +39,8 @@ pub struct GuestState {
     pub(super) table: ResourceTable,
     pub(super) wasi: WasiCtx,
     pub(super) limits: StoreLimits,
+    /// Epoch ticks the current call may still run (set per call, counted down at each tick).
+    pub(super) ticks_left: u64,
 }
 
 impl WasiView for GuestState {

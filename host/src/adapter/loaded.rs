@@ -1,20 +1,18 @@
-//! A compiled, linked, described adapter: `describe`, `prepare` and `parse`, each in a fresh
-//! store on the sandbox's threads, with their results bounded.
+//! A compiled, linked, described adapter, and the instance that serves one request:
+//! `describe`, `prepare` and `parse` on the sandbox's threads, with their results bounded.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
-use wasmtime::Store;
-use wasmtime::component::Resource;
 
 use super::bindings::{
-    Adapter, AdapterPre, Description, GuestState, Parsed, Part, Prepared, Rejection, RequestView,
+    AdapterPre, Description, GuestState, Parsed, Part, Prepared, Rejection, RequestView,
 };
 use super::info::AdapterInfo;
-use super::sandbox::{AdapterFailure, Sandbox, run_call};
+use super::sandbox::{AdapterFailure, GuestFn, Instance, Sandbox};
 
-/// A compiled, linked, described adapter, ready to instantiate per call.
+/// A compiled, linked, described adapter, ready to instantiate per request.
 pub struct LoadedAdapter {
     sandbox: Arc<Sandbox>,
     pre: AdapterPre<GuestState>,
@@ -25,21 +23,62 @@ pub struct LoadedAdapter {
 
 impl LoadedAdapter {
     async fn describe(&self) -> Result<Description, AdapterFailure> {
-        self.call(None, |adapter, store, _| {
-            Box::pin(async move { adapter.call_describe(store).await })
-        })
-        .await
+        let mut instance = self.instance(None);
+        instance
+            .call(Box::new(|adapter, store, _| {
+                Box::pin(async move { adapter.call_describe(store).await })
+            }))
+            .await
     }
 
-    /// Where the signatures are and which bytes they sign. Secrets are not involved.
-    pub async fn prepare(
+    /// The instance that serves one request: its `prepare` and, once the host has verified
+    /// what that described, its `parse`. Fresh for this request and dropped with it.
+    pub fn instance_for(&self, req: RequestView) -> RequestInstance {
+        self.instance(Some(req))
+    }
+
+    fn instance(&self, req: Option<RequestView>) -> RequestInstance {
+        RequestInstance {
+            sandbox: Arc::clone(&self.sandbox),
+            pre: self.pre.clone(),
+            state: State::Unstarted(req),
+        }
+    }
+
+    /// Runs `job` on the sandbox's threads: one hop for several guest calls and the CPU work
+    /// between them (see docs/performance.md).
+    pub async fn on_sandbox<T: Send + 'static>(
         &self,
-        req: RequestView,
-    ) -> Result<Result<Prepared, Rejection>, AdapterFailure> {
+        job: impl Future<Output = T> + Send + 'static,
+    ) -> Result<T, AdapterFailure> {
+        self.sandbox.run(job).await
+    }
+}
+
+/// One request's guest instance (see `LoadedAdapter::instance_for`). Isolation between
+/// requests holds because no instance outlives its request; `prepare` and `parse` of the same
+/// request share one, which spares a second instantiation and lets nothing cross requests.
+pub struct RequestInstance {
+    sandbox: Arc<Sandbox>,
+    pre: AdapterPre<GuestState>,
+    state: State,
+}
+
+enum State {
+    /// No call yet: the store is made by the first call, on the sandbox's threads.
+    Unstarted(Option<RequestView>),
+    Ready(Box<Instance>),
+    /// A call failed (its instance is dropped) or was abandoned.
+    Spent,
+}
+
+impl RequestInstance {
+    /// Where the signatures are and which bytes they sign. Secrets are not involved.
+    pub async fn prepare(&mut self) -> Result<Result<Prepared, Rejection>, AdapterFailure> {
         let out = self
-            .call(Some(req), |adapter, store, req| {
+            .call(Box::new(|adapter, store, req| {
                 Box::pin(async move { adapter.call_prepare(store, req.expect("request")).await })
-            })
+            }))
             .await?;
         if let Ok(prepared) = &out {
             let literal: usize = prepared
@@ -63,14 +102,11 @@ impl LoadedAdapter {
     }
 
     /// What the verified body means.
-    pub async fn parse(
-        &self,
-        req: RequestView,
-    ) -> Result<Result<Parsed, Rejection>, AdapterFailure> {
+    pub async fn parse(&mut self) -> Result<Result<Parsed, Rejection>, AdapterFailure> {
         let out = self
-            .call(Some(req), |adapter, store, req| {
+            .call(Box::new(|adapter, store, req| {
                 Box::pin(async move { adapter.call_parse(store, req.expect("request")).await })
-            })
+            }))
             .await?;
         if let Ok(parsed) = &out {
             let size = match parsed {
@@ -91,9 +127,10 @@ impl LoadedAdapter {
         Ok(out)
     }
 
-    fn bounded(&self, size: usize, what: &str) -> Result<(), AdapterFailure> {
+    fn bounded(&mut self, size: usize, what: &str) -> Result<(), AdapterFailure> {
         let max = self.sandbox.limits().max_result_bytes;
         if size > max {
+            self.state = State::Spent;
             return Err(AdapterFailure::OversizedResult(format!(
                 "{what} returned about {size} bytes (max {max})"
             )));
@@ -101,42 +138,33 @@ impl LoadedAdapter {
         Ok(())
     }
 
-    /// Runs `job` on the sandbox's threads: one hop for several guest calls and the CPU work
-    /// between them (a hop costs tens of microseconds of wake-ups; see docs/performance.md).
-    pub async fn on_sandbox<T: Send + 'static>(
-        &self,
-        job: impl Future<Output = T> + Send + 'static,
-    ) -> Result<T, AdapterFailure> {
-        self.sandbox
-            .runtime()
-            .spawn(job)
-            .await
-            .map_err(|e| AdapterFailure::Trap {
-                trap: format!("sandbox task ended: {e}"),
-                stderr: String::new(),
-            })
-    }
-
-    /// One call in a fresh store on the sandbox's own threads.
-    async fn call<R, F>(&self, req: Option<RequestView>, f: F) -> Result<R, AdapterFailure>
-    where
-        R: Send + 'static,
-        F: for<'a> FnOnce(
-                &'a Adapter,
-                &'a mut Store<GuestState>,
-                Option<Resource<RequestView>>,
-            ) -> std::pin::Pin<
-                Box<dyn Future<Output = wasmtime::Result<R>> + Send + 'a>,
-            > + Send
-            + 'static,
-    {
-        if self.sandbox.is_current() {
-            return run_call(&self.sandbox, &self.pre, req, f).await;
-        }
-        let sandbox = Arc::clone(&self.sandbox);
-        let pre = self.pre.clone();
-        self.on_sandbox(async move { run_call(&sandbox, &pre, req, f).await })
-            .await?
+    /// One call on the sandbox's own threads: here when already there (`Ingest` hops once
+    /// per request), else with a hop of its own.
+    async fn call<R: Send + 'static>(&mut self, f: GuestFn<R>) -> Result<R, AdapterFailure> {
+        let state = std::mem::replace(&mut self.state, State::Spent);
+        let run = {
+            let (sandbox, pre) = (Arc::clone(&self.sandbox), self.pre.clone());
+            async move {
+                let instance = match state {
+                    State::Ready(instance) => instance,
+                    State::Unstarted(req) => Instance::new(&sandbox, req).await?,
+                    State::Spent => {
+                        return Err(AdapterFailure::Trap {
+                            trap: "the request's adapter instance failed earlier".into(),
+                            stderr: String::new(),
+                        });
+                    }
+                };
+                instance.call(&sandbox, &pre, f).await
+            }
+        };
+        let (instance, out) = if self.sandbox.is_current() {
+            run.await?
+        } else {
+            self.sandbox.run(run).await??
+        };
+        self.state = State::Ready(instance);
+        Ok(out)
     }
 }
 

@@ -4,7 +4,7 @@
 //! - `sandbox`: engine, pooling allocator, linker, every limit, one guest call
 //! - `imports`: the import allowlist and the WIT package version a component targets
 //! - `info`: what `describe` declares, checked (`AdapterInfo`, `MacAlgorithm`, `KeyEncoding`)
-//! - `loaded`: a loaded adapter's `describe`, `prepare` and `parse`
+//! - `loaded`: a loaded adapter (`describe`) and the instance serving one request (`prepare`, `parse`)
 //! - `set`: the loaded adapters by name, with the status of every file
 
 mod bindings;
@@ -19,6 +19,6 @@ pub use bindings::{
     RequestView,
 };
 pub use info::{AdapterInfo, KeyEncoding, MacAlgorithm};
-pub use loaded::LoadedAdapter;
+pub use loaded::{LoadedAdapter, RequestInstance};
 pub use sandbox::{AdapterFailure, Sandbox, SandboxLimits};
 pub use set::{AdapterSet, FileState, FileStatus};

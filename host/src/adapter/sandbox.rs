@@ -1,13 +1,13 @@
 //! The engine, the pooling allocator, the linker (WASI granted nothing, clocks that read zero
-//! and never wait), the compiled-component cache, and one call: a fresh store with a memory
-//! cap, an epoch deadline, hostcall fuel, a wall-clock bound and a captured stderr. Every
-//! limit is set here.
+//! and never wait), the compiled-component cache, the hop to the sandbox's threads, and one
+//! request's instance: a fresh store with a memory cap and a captured stderr, whose every call
+//! has an epoch deadline, hostcall fuel and a wall-clock bound. Every limit is set here.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use wasmtime::component::{Component, HasSelf, Linker, Resource, ResourceTable};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store};
 use wasmtime::{StoreLimitsBuilder, Trap, UpdateDeadline};
@@ -21,6 +21,9 @@ use super::imports::check_imports;
 
 /// Epoch ticks are this long; call deadlines are counted in them.
 const EPOCH_TICK: Duration = Duration::from_millis(5);
+/// Per pool slot, how much written memory is reset in place and kept resident for the next
+/// instance (see `Sandbox::new`).
+const KEEP_RESIDENT_BYTES: usize = 512 << 10;
 /// How much of a guest's stderr (its panic message) is kept for the log.
 const STDERR_CAPTURE_BYTES: usize = 2048;
 
@@ -171,7 +174,13 @@ impl Sandbox {
             .max_core_instances_per_component(16)
             .max_memories_per_component(2)
             .max_tables_per_component(8)
-            .max_memory_size(limits.memory_bytes);
+            .max_memory_size(limits.memory_bytes)
+            // A freed slot is reset by copying back only the pages the guest wrote (found with
+            // the kernel's pagemap scan), not by `madvise`: the next instance in the slot then
+            // takes no page faults. What stays resident is bounded per slot.
+            .pagemap_scan(wasmtime::Enabled::Auto)
+            .linear_memory_keep_resident(KEEP_RESIDENT_BYTES)
+            .table_keep_resident(KEEP_RESIDENT_BYTES);
         let mut config = Config::new();
         config
             .epoch_interruption(true)
@@ -179,6 +188,10 @@ impl Sandbox {
             .wasm_backtrace_max_frames(None)
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool))
             .max_wasm_stack(512 << 10);
+        // For profiling only: name guest functions for `perf` (see docs/performance.md).
+        if std::env::var_os("WHARF_PERF_MAP").is_some() {
+            config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+        }
         let engine = Engine::new(&config).map_err(|e| anyhow::anyhow!("wasm engine: {e}"))?;
 
         let weak = engine.weak();
@@ -234,6 +247,22 @@ impl Sandbox {
             .expect("runtime lives as long as the sandbox")
     }
 
+    /// Runs `job` on the sandbox's threads and waits for it.
+    pub(super) async fn run<T: Send + 'static>(
+        &self,
+        job: impl Future<Output = T> + Send + 'static,
+    ) -> Result<T, AdapterFailure> {
+        // Two thread wake-ups when both sides are idle (see docs/performance.md); spinning
+        // before parking was measured and not kept.
+        self.runtime()
+            .spawn(job)
+            .await
+            .map_err(|e| AdapterFailure::Trap {
+                trap: format!("sandbox task ended: {e}"),
+                stderr: String::new(),
+            })
+    }
+
     /// Whether the caller already runs on the sandbox's threads.
     pub(super) fn is_current(&self) -> bool {
         tokio::runtime::Handle::try_current().is_ok_and(|h| h.id() == self.runtime().handle().id())
@@ -285,95 +314,144 @@ impl Sandbox {
     }
 }
 
-/// Bounded memory, epoch deadline, captured stderr; a trapped store is dropped with the call.
-pub(super) async fn run_call<R, F>(
-    sandbox: &Sandbox,
-    pre: &AdapterPre<GuestState>,
-    req: Option<RequestView>,
-    f: F,
-) -> Result<R, AdapterFailure>
-where
-    F: for<'a> FnOnce(
-        &'a Adapter,
-        &'a mut Store<GuestState>,
-        Option<Resource<RequestView>>,
-    )
-        -> std::pin::Pin<Box<dyn Future<Output = wasmtime::Result<R>> + Send + 'a>>,
-{
-    // Never more instances at once than the pool holds: waiting here beats failing there.
-    let _permit = sandbox
-        .permits
-        .acquire()
-        .await
-        .expect("semaphore never closed");
-    let stderr = MemoryOutputPipe::new(STDERR_CAPTURE_BYTES);
-    let wasi = WasiCtx::builder()
-        .stderr(stderr.clone())
-        .wall_clock(NoClock)
-        .monotonic_clock(NoClock)
-        .build();
-    let limits = StoreLimitsBuilder::new()
-        .memory_size(sandbox.limits.memory_bytes)
-        .build();
-    let mut store = Store::new(
-        &sandbox.engine,
-        GuestState {
-            table: ResourceTable::new(),
-            wasi,
-            limits,
-        },
-    );
-    store.limiter(|s| &mut s.limits);
-    // Lifting a result (and any guest-to-host argument) is bounded while it is lifted, not
-    // after: a list of two million parts fails here instead of being allocated.
-    store.set_hostcall_fuel(sandbox.limits.max_result_bytes);
-    // Every tick the guest yields to the executor, so a spinning adapter cannot starve the
-    // requests (and commits) sharing its worker thread; after the budget it is interrupted.
-    let mut ticks_left = sandbox
-        .limits
-        .call_timeout
-        .as_millis()
-        .div_ceil(EPOCH_TICK.as_millis())
-        .max(1);
-    store.set_epoch_deadline(1);
-    store.epoch_deadline_callback(move |_| {
-        ticks_left -= 1;
-        Ok(if ticks_left == 0 {
-            UpdateDeadline::Interrupt
-        } else {
-            UpdateDeadline::Yield(1)
-        })
-    });
+/// The guest side of one call: the export to run on an instance and the request it is handed.
+pub(super) type GuestFn<R> = Box<
+    dyn for<'a> FnOnce(
+            &'a Adapter,
+            &'a mut Store<GuestState>,
+            Option<Resource<RequestView>>,
+        )
+            -> std::pin::Pin<Box<dyn Future<Output = wasmtime::Result<R>> + Send + 'a>>
+        + Send,
+>;
 
-    // Kept to withhold echoes of the request from the guest's stderr in the log.
-    let echo_source = req
-        .as_ref()
-        .map(|r| (r.body.clone(), Arc::clone(&r.headers)));
-    let req = match req {
-        Some(r) => Some(
-            store
-                .data_mut()
-                .table
-                .push(r)
-                .map_err(|e| AdapterFailure::Trap {
-                    trap: e.to_string(),
-                    stderr: String::new(),
-                })?,
-        ),
-        None => None,
-    };
-    let wall = sandbox.limits.wall_timeout();
-    let call = async {
-        match pre.instantiate_async(&mut store).await {
-            Ok(adapter) => f(&adapter, &mut store, req).await,
-            Err(e) => Err(e),
+/// One request's guest: a fresh store (memory cap, captured stderr, hostcall fuel) and one
+/// instance in it, used for that request's calls only (`prepare`, then `parse`) and dropped
+/// with it. Never shared between requests; a call that fails consumes it, so a trapped or
+/// interrupted instance is never called again.
+pub(super) struct Instance {
+    store: Store<GuestState>,
+    /// Instantiated by the first call, inside that call's deadline.
+    adapter: Option<Adapter>,
+    /// The `request` resource's handle in the store's table.
+    req: Option<u32>,
+    /// Kept to withhold echoes of the request from the guest's stderr in the log.
+    echo_source: Option<(bytes::Bytes, Arc<http::HeaderMap>)>,
+    stderr: MemoryOutputPipe,
+    /// Never more instances at once than the pool holds: waiting for this beats failing there.
+    _permit: OwnedSemaphorePermit,
+}
+
+impl Instance {
+    /// Waits for a pool slot and sets up the store; instantiation waits for the first call.
+    pub(super) async fn new(
+        sandbox: &Sandbox,
+        req: Option<RequestView>,
+    ) -> Result<Box<Self>, AdapterFailure> {
+        let permit = Arc::clone(&sandbox.permits)
+            .acquire_owned()
+            .await
+            .expect("semaphore never closed");
+        let stderr = MemoryOutputPipe::new(STDERR_CAPTURE_BYTES);
+        let wasi = WasiCtx::builder()
+            .stderr(stderr.clone())
+            .wall_clock(NoClock)
+            .monotonic_clock(NoClock)
+            .build();
+        let limits = StoreLimitsBuilder::new()
+            .memory_size(sandbox.limits.memory_bytes)
+            .build();
+        let mut store = Store::new(
+            &sandbox.engine,
+            GuestState {
+                table: ResourceTable::new(),
+                wasi,
+                limits,
+                ticks_left: 0,
+            },
+        );
+        store.limiter(|s| &mut s.limits);
+        // Every tick the guest yields to the executor, so a spinning adapter cannot starve the
+        // calls sharing its worker thread; after the call's budget it is interrupted.
+        store.epoch_deadline_callback(|mut store| {
+            let ticks_left = &mut store.data_mut().ticks_left;
+            *ticks_left = ticks_left.saturating_sub(1);
+            Ok(if *ticks_left == 0 {
+                UpdateDeadline::Interrupt
+            } else {
+                UpdateDeadline::Yield(1)
+            })
+        });
+        let echo_source = req
+            .as_ref()
+            .map(|r| (r.body.clone(), Arc::clone(&r.headers)));
+        let req = match req {
+            Some(r) => Some(
+                store
+                    .data_mut()
+                    .table
+                    .push(r)
+                    .map_err(|e| AdapterFailure::Trap {
+                        trap: e.to_string(),
+                        stderr: String::new(),
+                    })?
+                    .rep(),
+            ),
+            None => None,
+        };
+        Ok(Box::new(Self {
+            store,
+            adapter: None,
+            req,
+            echo_source,
+            stderr,
+            _permit: permit,
+        }))
+    }
+
+    /// One export call with its own CPU deadline (instantiation included on the first call),
+    /// hostcall fuel and wall-clock bound. On success the instance is handed back for the
+    /// request's next call; on failure it is dropped.
+    pub(super) async fn call<R>(
+        mut self: Box<Self>,
+        sandbox: &Sandbox,
+        pre: &AdapterPre<GuestState>,
+        f: GuestFn<R>,
+    ) -> Result<(Box<Self>, R), AdapterFailure> {
+        // Lifting a result (and any guest-to-host argument) is bounded while it is lifted, not
+        // after: a list of two million parts fails here instead of being allocated.
+        self.store
+            .set_hostcall_fuel(sandbox.limits.max_result_bytes);
+        self.store.data_mut().ticks_left = sandbox
+            .limits
+            .call_timeout
+            .as_millis()
+            .div_ceil(EPOCH_TICK.as_millis())
+            .max(1) as u64;
+        self.store.set_epoch_deadline(1);
+        let wall = sandbox.limits.wall_timeout();
+        let this = &mut *self;
+        let call = async {
+            let adapter = match this.adapter.take() {
+                Some(adapter) => adapter,
+                None => pre.instantiate_async(&mut this.store).await?,
+            };
+            let req = this.req.map(Resource::new_borrow);
+            let out = f(&adapter, &mut this.store, req).await;
+            this.adapter = Some(adapter);
+            out
+        };
+        // Dropping the call mid-way is safe: the store is dropped with `self`, unused.
+        let Ok(result) = tokio::time::timeout(wall, call).await else {
+            return Err(AdapterFailure::WallTimeout(wall));
+        };
+        match result {
+            Ok(out) => Ok((self, out)),
+            Err(e) => Err(self.failure(sandbox, e)),
         }
-    };
-    // Dropping the call mid-way is safe: the store is never used again.
-    let Ok(result) = tokio::time::timeout(wall, call).await else {
-        return Err(AdapterFailure::WallTimeout(wall));
-    };
-    result.map_err(|e| {
+    }
+
+    fn failure(&self, sandbox: &Sandbox, e: wasmtime::Error) -> AdapterFailure {
         if matches!(e.downcast_ref::<Trap>(), Some(Trap::Interrupt)) {
             return AdapterFailure::Timeout;
         }
@@ -384,10 +462,10 @@ where
                 sandbox.limits.max_result_bytes
             ));
         }
-        let captured = stderr.contents();
+        let captured = self.stderr.contents();
         let captured =
             String::from_utf8_lossy(&captured[..captured.len().min(STDERR_CAPTURE_BYTES)]);
-        let captured = match &echo_source {
+        let captured = match &self.echo_source {
             Some((body, headers)) => {
                 crate::support::redact::adapter_text(captured.trim(), body, headers)
             }
@@ -404,5 +482,5 @@ where
             trap,
             stderr: captured,
         }
-    })
+    }
 }

@@ -285,7 +285,8 @@ pub async fn verify_and_parse(
     facts.adapter_version = Some(adapter.info.version.clone());
     // Whatever an adapter writes for the log is bounded, printable and never echoes the request.
     let loggable = |detail: String| redact::adapter_text(&detail, &body, &headers);
-    let view = || RequestView {
+    // One fresh instance serves this request's `prepare` and `parse`, and no other request.
+    let mut instance = adapter.instance_for(RequestView {
         endpoint_id: endpoint.id.clone(),
         url: endpoint.public_url.as_ref().map(|u| match query {
             Some(q) => format!("{u}?{q}"),
@@ -293,11 +294,11 @@ pub async fn verify_and_parse(
         }),
         headers: Arc::clone(&headers),
         body: body.clone(),
-    };
+    });
 
     // 4. The adapter describes what is signed. Its rejection here is always a 401.
-    let prepared = adapter
-        .prepare(view())
+    let prepared = instance
+        .prepare()
         .await?
         .map_err(|r| IngestError::InvalidSignature(loggable(r.detail)))?;
 
@@ -336,7 +337,7 @@ pub async fn verify_and_parse(
     }
 
     // 7. Only now may anything interpret the body.
-    let parsed = match adapter.parse(view()).await? {
+    let parsed = match instance.parse().await? {
         Ok(parsed) => parsed,
         Err(r) => {
             return match r.kind {

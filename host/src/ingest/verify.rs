@@ -6,6 +6,8 @@
 //! the host is bounded), then computes the MAC under every trusted secret version and compares
 //! in constant time with an explicit length check.
 
+use std::borrow::Cow;
+
 use hmac::{Hmac, Mac};
 use memchr::memmem;
 use subtle::ConstantTimeEq;
@@ -130,9 +132,10 @@ pub fn validate(
         return Err(ContractViolation::HashBudget { bytes, max });
     }
     if let (true, Some(ts)) = (freshness_checked, prepared.timestamp) {
-        let decimal = ts.to_string();
+        let mut buf = [0u8; 20];
+        let decimal = decimal(ts, &mut buf);
         if let Some(i) = checks.iter().position(|c| {
-            !literal_runs(&c.message).any(|run| memmem::find(&run, decimal.as_bytes()).is_some())
+            !literal_runs(&c.message).any(|run| memmem::find(&run, decimal).is_some())
         }) {
             return Err(ContractViolation::TimestampNotSigned(i));
         }
@@ -140,22 +143,50 @@ pub fn validate(
     Ok(bytes)
 }
 
-/// The message's maximal runs of adjacent literals: each is contiguous in the signed bytes,
-/// unlike literals on either side of the body.
-fn literal_runs(message: &[Part]) -> impl Iterator<Item = Vec<u8>> + '_ {
-    message.split(|p| matches!(p, Part::RawBody)).map(|run| {
-        run.iter()
-            .flat_map(|p| match p {
-                Part::Literal(bytes) => bytes.as_slice(),
-                Part::RawBody => &[],
-            })
-            .copied()
-            .collect()
-    })
+/// The decimal text of `n`, written into `buf` (20 bytes hold any `i64`).
+fn decimal(n: i64, buf: &mut [u8; 20]) -> &[u8] {
+    use std::io::Write;
+    let mut rest = &mut buf[..];
+    write!(rest, "{n}").expect("20 bytes hold any i64");
+    let len = 20 - rest.len();
+    &buf[..len]
 }
 
-fn mac_of(algorithm: MacAlgorithm, key: &[u8], message: &[Part], body: &[u8]) -> Vec<u8> {
-    fn run<M: Mac + hmac::digest::KeyInit>(key: &[u8], message: &[Part], body: &[u8]) -> Vec<u8> {
+/// The message's maximal runs of adjacent literals: each is contiguous in the signed bytes,
+/// unlike literals on either side of the body. A run of one literal is borrowed, not copied.
+fn literal_runs(message: &[Part]) -> impl Iterator<Item = Cow<'_, [u8]>> + '_ {
+    message
+        .split(|p| matches!(p, Part::RawBody))
+        .map(|run| match run {
+            [] => Cow::Borrowed(&[][..]),
+            [Part::Literal(bytes)] => Cow::Borrowed(bytes.as_slice()),
+            run => Cow::Owned(
+                run.iter()
+                    .flat_map(|p| match p {
+                        Part::Literal(bytes) => bytes.as_slice(),
+                        Part::RawBody => &[],
+                    })
+                    .copied()
+                    .collect(),
+            ),
+        })
+}
+
+/// A computed MAC, kept on the stack (the longest, HMAC-SHA512, is 64 bytes).
+struct Digest {
+    bytes: [u8; 64],
+    len: usize,
+}
+
+impl std::ops::Deref for Digest {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
+fn mac_of(algorithm: MacAlgorithm, key: &[u8], message: &[Part], body: &[u8]) -> Digest {
+    fn run<M: Mac + hmac::digest::KeyInit>(key: &[u8], message: &[Part], body: &[u8]) -> Digest {
         let mut mac = <M as Mac>::new_from_slice(key).expect("HMAC takes keys of any length");
         for part in message {
             match part {
@@ -164,7 +195,13 @@ fn mac_of(algorithm: MacAlgorithm, key: &[u8], message: &[Part], body: &[u8]) ->
                 Part::RawBody => mac.update(body),
             }
         }
-        mac.finalize().into_bytes().to_vec()
+        let out = mac.finalize().into_bytes();
+        let mut digest = Digest {
+            bytes: [0; 64],
+            len: out.len(),
+        };
+        digest.bytes[..out.len()].copy_from_slice(&out);
+        digest
     }
     match algorithm {
         MacAlgorithm::Sha256 => run::<Hmac<sha2::Sha256>>(key, message, body),
@@ -335,7 +372,7 @@ mod tests {
     fn a_check_that_does_not_cover_the_body_is_refused_before_any_mac() {
         let keys = [key("k", b"secret")];
         let message = vec![Part::Literal(b"1700000000.wharf".to_vec())];
-        let sig = mac_of(MacAlgorithm::Sha256, b"secret", &message, b"anything");
+        let sig = mac_of(MacAlgorithm::Sha256, b"secret", &message, b"anything").to_vec();
         let mut prepared = one_check(message, Some(1_700_000_000));
         prepared.checks[0].signatures = vec![sig];
         assert_eq!(
@@ -382,6 +419,15 @@ mod tests {
         );
         // No freshness check (GitHub): nothing to sign.
         assert!(validate(&unsigned, 10, false).is_ok());
+    }
+
+    #[test]
+    fn timestamps_are_matched_by_their_decimal_text() {
+        let mut buf = [0; 20];
+        assert_eq!(decimal(0, &mut buf), b"0");
+        assert_eq!(decimal(1_700_000_000, &mut buf), b"1700000000");
+        assert_eq!(decimal(i64::MIN, &mut buf), b"-9223372036854775808");
+        assert_eq!(decimal(i64::MAX, &mut buf), b"9223372036854775807");
     }
 
     #[test]
@@ -486,7 +532,7 @@ mod tests {
                 if sign {
                     for check in &mut prepared.checks {
                         check.signatures =
-                            vec![mac_of(MacAlgorithm::Sha256, b"secret", &check.message, &body)];
+                            vec![mac_of(MacAlgorithm::Sha256, b"secret", &check.message, &body).to_vec()];
                     }
                 }
                 if let Ok(bytes) = validate(&prepared, body.len(), freshness) {

@@ -12,12 +12,20 @@
 //! signs `<ts>.wharf` and not the body; `ts-unsigned` signs `wharf.<body>` and reports the
 //! timestamp without signing it; `echo` rejects with the body as its detail.
 //!
-//! `parse` returns one event whose id is `x-event-id` (default `evt_misbehave`).
+//! `parse` returns one event whose id is `x-event-id` (default `evt_misbehave`); with
+//! `x-count-calls` present, followed by `-calls-<n>`, where n counts the export calls this
+//! instance has served (its own `prepare` and `parse` make 2 when each request has an instance
+//! of its own).
 
 use wharf_adapter_sdk::prelude::*;
 
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+
 struct TestMisbehave;
 wharf_adapter_sdk::export_adapter!(TestMisbehave);
+
+/// Export calls served by this instance: state that would leak if an instance were reused.
+static CALLS: AtomicU32 = AtomicU32::new(0);
 
 /// Burns CPU forever; `black_box` keeps the optimiser from proving the loop useless.
 fn spin() -> ! {
@@ -70,6 +78,7 @@ impl Guest for TestMisbehave {
     }
 
     fn prepare(req: &Request) -> Result<Prepared, Rejection> {
+        CALLS.fetch_add(1, Relaxed);
         let ts = timestamp(req).to_string().into_bytes();
         let mode = req.header("x-misbehave").unwrap_or_default();
         match mode.as_slice() {
@@ -108,10 +117,14 @@ impl Guest for TestMisbehave {
     }
 
     fn parse(req: &Request) -> Result<Parsed, Rejection> {
-        let event_id = req
+        let calls = CALLS.fetch_add(1, Relaxed) + 1;
+        let mut event_id = req
             .header("x-event-id")
             .and_then(utf8_nonempty)
             .unwrap_or_else(|| "evt_misbehave".into());
+        if req.header("x-count-calls").is_some() {
+            event_id = format!("{event_id}-calls-{calls}");
+        }
         Ok(event(event_id, "misbehave.test").into())
     }
 }
