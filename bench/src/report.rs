@@ -196,7 +196,7 @@ pub fn markdown(
             let all_answered = run.load.transport_errors.is_empty() && run.load.not_sent == 0;
             let _ = writeln!(
                 w,
-                "| offered {:.1}x: 2xx/s within 10% of {rate:.0}/s, every answer within 2 s | {:.0} 2xx/s ({ratio:.2}), slowest {}{} | {} |",
+                "| offered {:.1}x: 2xx/s at least 0.9 of {rate:.0}/s (goodput does not collapse), every answer within 2 s | {:.0} 2xx/s ({ratio:.2}), slowest {}{} | {} |",
                 run.load.offered_rate / rate,
                 run.load.accepted_per_s,
                 ms(run.load.latency.max_ms),
@@ -205,7 +205,9 @@ pub fn markdown(
                 } else {
                     ", some unanswered"
                 },
-                yes((ratio - 1.0).abs() <= 0.1
+                // Above the sustainable rate is met too: capacity (2xx/s) can exceed the rate
+                // that keeps p99 under the bound; what must not happen is a collapse below it.
+                yes(ratio >= 0.9
                     && run.load.latency.max_ms <= 2000.0
                     && all_answered)
             );
@@ -428,8 +430,8 @@ mod tests {
         let md = markdown(&env, &plan, &outcome, "x.png", "x.json");
         assert!(md.contains("| 2,000/s for 60 s: p99 under 50 ms, no errors | 60 s: p99 12 ms, 0 errors, 0 shed, 2000 2xx/s | yes |"), "{md}");
         assert!(md.contains("2500 / 7000 = 0.36 | **no** |"), "{md}");
-        assert!(md.contains("offered 2.0x: 2xx/s within 10% of 2500/s, every answer within 2 s | 2450 2xx/s (0.98), slowest 1.90 s | yes |"), "{md}");
-        assert!(md.contains("offered 3.0x: 2xx/s within 10% of 2500/s, every answer within 2 s | 2000 2xx/s (0.80), slowest 2.60 s | **no** |"), "{md}");
+        assert!(md.contains("offered 2.0x: 2xx/s at least 0.9 of 2500/s (goodput does not collapse), every answer within 2 s | 2450 2xx/s (0.98), slowest 1.90 s | yes |"), "{md}");
+        assert!(md.contains("offered 3.0x: 2xx/s at least 0.9 of 2500/s (goodput does not collapse), every answer within 2 s | 2000 2xx/s (0.80), slowest 2.60 s | **no** |"), "{md}");
         assert!(md.contains("peak 80 MiB | yes |"));
         // Every row of a table has as many cells as its header.
         let mut header = None;
