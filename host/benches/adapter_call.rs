@@ -3,15 +3,40 @@
 //! for a 10 KiB Stripe event.
 //! Run: `cargo xtask adapters && cargo bench -p wharf --bench adapter_call`
 
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Instant;
 
 use bytes::Bytes;
 use criterion::{Criterion, criterion_group, criterion_main};
 use hmac::{Hmac, Mac};
-use wharf::adapter::{RequestView, Sandbox, SandboxLimits};
+use wharf::adapter::{LoadedAdapter, Parsed, RequestView, Sandbox, SandboxLimits};
 use wharf::ingest::{self, TrustedKey};
 
 const SECRET: &str = "whsec_bench";
+
+/// Counts heap allocations, so the bench can report how many one request makes.
+struct Counting;
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: defers to the system allocator; only counts.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Relaxed);
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Relaxed);
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
 
 fn stripe_request() -> RequestView {
     let padding = "x".repeat(10 * 1024 - 200);
@@ -40,17 +65,11 @@ fn bench(c: &mut Criterion) {
     let sandbox = Sandbox::new(SandboxLimits::default(), None).unwrap();
     let adapter = runtime.block_on(sandbox.load(&wasm)).unwrap();
     let request = stripe_request();
-    let view = || RequestView {
-        endpoint_id: request.endpoint_id.clone(),
-        url: None,
-        headers: Arc::clone(&request.headers),
-        body: request.body.clone(),
-    };
+    let view = || view_of(&request);
     let keys = [TrustedKey {
         version: "1".into(),
         key: SECRET.as_bytes().to_vec(),
     }];
-    let mac = adapter.info.mac.unwrap();
 
     let adapter = Arc::new(adapter);
     c.bench_function("sandbox_hop_only", |b| {
@@ -58,35 +77,107 @@ fn bench(c: &mut Criterion) {
             .iter(|| async { adapter.on_sandbox(async {}).await.unwrap() })
     });
     c.bench_function("stripe_10KiB/prepare", |b| {
-        b.to_async(&runtime)
-            .iter(|| async { adapter.prepare(view()).await.unwrap().unwrap() })
+        b.to_async(&runtime).iter(|| async {
+            adapter
+                .instance_for(view())
+                .prepare()
+                .await
+                .unwrap()
+                .unwrap()
+        })
     });
     // What a request costs before the database, as `Ingest` runs it: one hop to the sandbox's
     // threads, then prepare, verify and parse there.
     let keys = Arc::new(keys);
     c.bench_function("stripe_10KiB/prepare_verify_parse", |b| {
         b.to_async(&runtime).iter(|| {
-            let (adapter, keys, req1, req2, body) = (
+            let (adapter, keys, req, body) = (
                 Arc::clone(&adapter),
                 Arc::clone(&keys),
-                view(),
                 view(),
                 request.body.clone(),
             );
             async move {
                 let job = Arc::clone(&adapter);
                 adapter
+                    .on_sandbox(
+                        async move { prepare_verify_parse(&job, &keys[..], req, &body).await },
+                    )
+                    .await
+                    .unwrap()
+            }
+        })
+    });
+    // Heap allocations (host side: wasmtime, WASI, verification) of one request, on the
+    // sandbox's thread; printed once, as criterion has no place for it.
+    let allocations = runtime.block_on(async {
+        let (job, keys, req, body) = (
+            Arc::clone(&adapter),
+            Arc::clone(&keys),
+            view(),
+            request.body.clone(),
+        );
+        adapter
+            .on_sandbox(async move {
+                prepare_verify_parse(&job, &keys[..], view_of(&req), &body).await;
+                let before = ALLOCATIONS.load(Relaxed);
+                prepare_verify_parse(&job, &keys[..], req, &body).await;
+                ALLOCATIONS.load(Relaxed) - before
+            })
+            .await
+            .unwrap()
+    });
+    println!("stripe_10KiB/prepare_verify_parse: {allocations} heap allocations per request");
+    // The same work without the hop's wake-ups: many requests back to back in one hop. This
+    // is the CPU a request costs on the sandbox's threads, teardown included.
+    c.bench_function("stripe_10KiB/prepare_verify_parse_on_sandbox", |b| {
+        b.to_async(&runtime).iter_custom(|iters| {
+            let (adapter, keys, request) = (Arc::clone(&adapter), Arc::clone(&keys), view());
+            async move {
+                let job = Arc::clone(&adapter);
+                adapter
                     .on_sandbox(async move {
-                        let prepared = job.prepare(req1).await.unwrap().unwrap();
-                        // Stripe signs a timestamp: the freshness rule is checked as when serving.
-                        ingest::verify(mac, &keys[..], &prepared, &body, true).unwrap();
-                        job.parse(req2).await.unwrap().unwrap()
+                        let started = Instant::now();
+                        for i in 0..iters {
+                            prepare_verify_parse(&job, &keys[..], view_of(&request), &request.body)
+                                .await;
+                            // Let finished requests' stores be torn down (one yield per eight
+                            // requests, so the yield itself is not what is measured).
+                            if i % 8 == 7 {
+                                tokio::task::yield_now().await;
+                            }
+                        }
+                        started.elapsed()
                     })
                     .await
                     .unwrap()
             }
         })
     });
+}
+
+fn view_of(request: &RequestView) -> RequestView {
+    RequestView {
+        endpoint_id: request.endpoint_id.clone(),
+        url: None,
+        headers: Arc::clone(&request.headers),
+        body: request.body.clone(),
+    }
+}
+
+/// Steps 4, 5 and 7 of a request (`verify_and_parse` without its bookkeeping), on one instance.
+async fn prepare_verify_parse(
+    adapter: &LoadedAdapter,
+    keys: &[TrustedKey],
+    req: RequestView,
+    body: &[u8],
+) -> Parsed {
+    let mut instance = adapter.instance_for(req);
+    let prepared = instance.prepare().await.unwrap().unwrap();
+    // Stripe signs a timestamp: the freshness rule is checked as when serving.
+    let mac = adapter.info.mac.unwrap();
+    ingest::verify(mac, keys, &prepared, body, true).unwrap();
+    instance.parse().await.unwrap().unwrap()
 }
 
 criterion_group!(benches, bench);

@@ -168,6 +168,16 @@ impl RequestInstance {
     }
 }
 
+impl Drop for RequestInstance {
+    fn drop(&mut self) {
+        // Tearing the store down (resetting its pool slot) takes microseconds: on the sandbox's
+        // threads, after the job that answers the request has finished.
+        if let State::Ready(instance) = std::mem::replace(&mut self.state, State::Spent) {
+            drop(self.sandbox.runtime().spawn(async move { drop(instance) }));
+        }
+    }
+}
+
 impl Sandbox {
     /// Compiles (or loads from the cache), links, and describes one component.
     pub async fn load(self: &Arc<Self>, path: &Path) -> anyhow::Result<LoadedAdapter> {
