@@ -70,6 +70,118 @@ pub fn parse_json(body: &[u8]) -> Option<Value> {
     serde_json::from_slice(body).ok()
 }
 
+/// Parses a JSON document keeping only the values at `paths` (object keys, as for [`at`]):
+/// everything else is checked to be JSON and skipped without being copied, so a large body
+/// costs one pass and no allocation for what the adapter does not read. `None` exactly when
+/// [`parse_json`] would be `None`; for every one of `paths`, [`at`], [`str_at`] and [`i64_at`]
+/// on the result give what they give on `parse_json`'s.
+pub fn parse_json_paths(body: &[u8], paths: &[&[&str]]) -> Option<Value> {
+    use serde::de::DeserializeSeed;
+    // JSON is UTF-8 throughout, including the strings that are skipped unread.
+    let text = std::str::from_utf8(body).ok()?;
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let value = Kept { paths, depth: 0 }
+        .deserialize(&mut deserializer)
+        .ok()?;
+    deserializer.end().ok()?;
+    Some(value)
+}
+
+/// The part of a JSON value that `paths` reach below `depth`; `Null` where none do.
+#[derive(Clone, Copy)]
+struct Kept<'p> {
+    paths: &'p [&'p [&'p str]],
+    depth: usize,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Kept<'_> {
+    type Value = Value;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        if self.paths.iter().any(|p| p.len() == self.depth) {
+            return serde::Deserialize::deserialize(d);
+        }
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Kept<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("JSON")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut kept = serde_json::Map::new();
+        while let Some(Key(key)) = map.next_key::<Key>()? {
+            let below: Vec<&[&str]> = self
+                .paths
+                .iter()
+                .copied()
+                .filter(|p| p.get(self.depth) == Some(&&*key))
+                .collect();
+            if below.is_empty() {
+                map.next_value::<serde::de::IgnoredAny>()?;
+            } else {
+                let seed = Kept {
+                    paths: &below,
+                    depth: self.depth + 1,
+                };
+                // Later duplicates win, as in `parse_json`.
+                kept.insert(key.into_owned(), map.next_value_seed(seed)?);
+            }
+        }
+        Ok(Value::Object(kept))
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+        Ok(Value::Null)
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+}
+
+/// An object key, borrowed from the document unless it has escapes.
+struct Key<'de>(std::borrow::Cow<'de, str>);
+
+impl<'de> serde::Deserialize<'de> for Key<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an object key")
+            }
+            fn visit_borrowed_str<E>(self, key: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(key.into()))
+            }
+            fn visit_str<E>(self, key: &str) -> Result<Key<'de>, E> {
+                Ok(Key(key.to_owned().into()))
+            }
+        }
+        d.deserialize_str(Visitor)
+    }
+}
+
 /// The value at `path` (object keys), if every step exists.
 pub fn at<'a>(json: &'a Value, path: &[&str]) -> Option<&'a Value> {
     path.iter().try_fold(json, |node, key| node.get(key))
@@ -212,6 +324,30 @@ mod tests {
     }
 
     #[test]
+    fn json_paths_kept() {
+        let body = br#"{"id":"evt_1","big":"xxxx","created":17,"data":{"object":{"id":"cus_1","n":[1,2]}},"id":"evt_2"}"#;
+        let paths: &[&[&str]] = &[&["id"], &["created"], &["data", "object", "id"]];
+        let kept = parse_json_paths(body, paths).unwrap();
+        assert_eq!(
+            str_at(&kept, &["id"]),
+            Some("evt_2"),
+            "later duplicates win"
+        );
+        assert_eq!(i64_at(&kept, &["created"]), Some(17));
+        assert_eq!(str_at(&kept, &["data", "object", "id"]), Some("cus_1"));
+        assert_eq!(at(&kept, &["big"]), None, "not kept");
+        assert!(parse_json_paths(b"Hello, World!", paths).is_none());
+        assert!(
+            parse_json_paths(b"{\"a\":\"\xff\"}", paths).is_none(),
+            "not UTF-8"
+        );
+        assert!(
+            parse_json_paths(b"{\"a\":1} x", paths).is_none(),
+            "trailing bytes"
+        );
+    }
+
+    #[test]
     fn utf8() {
         assert_eq!(utf8_nonempty(b"abc".to_vec()).as_deref(), Some("abc"));
         assert_eq!(utf8_nonempty(Vec::new()), None);
@@ -224,6 +360,34 @@ mod tests {
         use super::super::*;
         use proptest::collection::vec;
         use proptest::prelude::*;
+
+        /// JSON documents whose keys often lie on the paths the test reads.
+        fn json() -> impl Strategy<Value = Value> {
+            let leaf = prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::Bool),
+                any::<i64>().prop_map(Value::from),
+                any::<f64>()
+                    .prop_filter("finite", |f| f.is_finite())
+                    .prop_map(Value::from),
+                "[a-z\\u{e9}\"\\\\]{0,8}".prop_map(Value::String),
+            ];
+            leaf.prop_recursive(4, 32, 6, |inner| {
+                prop_oneof![
+                    vec(inner.clone(), 0..4).prop_map(Value::Array),
+                    vec(
+                        (
+                            prop_oneof![Just("id"), Just("a"), Just("b"), Just("c"), Just("x")],
+                            inner
+                        ),
+                        0..6
+                    )
+                    .prop_map(|pairs| {
+                        Value::Object(pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+                    }),
+                ]
+            })
+        }
 
         proptest! {
             #![proptest_config(ProptestConfig { cases: 1024, ..ProptestConfig::default() })]
@@ -239,6 +403,35 @@ mod tests {
                 let _ = form_pairs(&input);
                 let _ = parse_json(&input);
                 let _ = utf8_nonempty(input.clone());
+            }
+
+            #[test]
+            fn kept_paths_read_as_the_whole_document_does(
+                doc in json(),
+                cut in any::<prop::sample::Index>(),
+                flip in any::<prop::sample::Index>(),
+                damage in 0u8..3,
+            ) {
+                let mut body = serde_json::to_vec(&doc).unwrap();
+                // Sometimes not JSON: truncated, or with one byte changed.
+                match damage {
+                    1 => body.truncate(cut.index(body.len() + 1)),
+                    2 if !body.is_empty() => {
+                        let i = flip.index(body.len());
+                        body[i] = body[i].wrapping_add(0x80);
+                    }
+                    _ => {}
+                }
+                let paths: &[&[&str]] =
+                    &[&["id"], &["a", "id"], &["a", "b", "c"], &["b"], &["a", "b"]];
+                let whole = parse_json(&body);
+                let kept = parse_json_paths(&body, paths);
+                prop_assert_eq!(whole.is_some(), kept.is_some());
+                if let (Some(whole), Some(kept)) = (whole, kept) {
+                    for path in paths {
+                        prop_assert_eq!(at(&whole, path), at(&kept, path));
+                    }
+                }
             }
 
             #[test]

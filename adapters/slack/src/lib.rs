@@ -26,7 +26,17 @@ fn checked_event(event_id: &str, event_type: &str) -> Result<Envelope, Rejection
 }
 
 fn parse_events_api(body: &[u8]) -> Result<Parsed, Rejection> {
-    let json = parse_json(body).ok_or_else(|| malformed("body is not JSON"))?;
+    let json = parse_json_paths(
+        body,
+        &[
+            &["type"],
+            &["challenge"],
+            &["event_id"],
+            &["event", "type"],
+            &["event_time"],
+        ],
+    )
+    .ok_or_else(|| malformed("body is not JSON"))?;
     let field = |path: &[&str]| {
         str_at(&json, path).ok_or_else(|| malformed(format!("missing {}", path.join("."))))
     };

@@ -45,7 +45,8 @@ impl Guest for StandardWebhooks {
 
     fn parse(req: &Request) -> Result<Parsed, Rejection> {
         let event_id = required_header(req, &format!("{}-id", scheme(req)))?;
-        let body = parse_json(&req.body()).ok_or_else(|| malformed("body is not JSON"))?;
+        let body = parse_json_paths(&req.body(), &[&["type"], &["data", "id"]])
+            .ok_or_else(|| malformed("body is not JSON"))?;
         let event_type = str_at(&body, &["type"])
             .filter(|t| !t.is_empty())
             .unwrap_or("untyped");
