@@ -70,6 +70,20 @@ fn bench(c: &mut Criterion) {
         key: SECRET.as_bytes().to_vec(),
     }]);
 
+    // The floor under any hop on this machine: two plain threads passing a message and back.
+    let (to_echo, echo_in) = std::sync::mpsc::sync_channel::<u64>(1);
+    let (echo_out, from_echo) = std::sync::mpsc::sync_channel::<u64>(1);
+    std::thread::spawn(move || {
+        while let Ok(n) = echo_in.recv() {
+            let _ = echo_out.send(n);
+        }
+    });
+    c.bench_function("thread_ping_pong", |b| {
+        b.iter(|| {
+            to_echo.send(1).unwrap();
+            from_echo.recv().unwrap()
+        })
+    });
     c.bench_function("sandbox_hop_only", |b| {
         b.to_async(&runtime)
             .iter(|| async { adapter.on_sandbox(async {}).await.unwrap() })
