@@ -96,8 +96,9 @@ fn run(
     })
 }
 
-/// The number after `prefix` on the line that starts with it.
-fn field(output: &str, prefix: &str) -> Option<f64> {
+/// The first number after `prefix` on the line that starts with it (pgbench's summary lines,
+/// `/proc/PID/status` fields).
+pub(crate) fn field(output: &str, prefix: &str) -> Option<f64> {
     output
         .lines()
         .find_map(|l| l.strip_prefix(prefix))?

@@ -207,9 +207,7 @@ pub fn markdown(
                 },
                 // Above the sustainable rate is met too: capacity (2xx/s) can exceed the rate
                 // that keeps p99 under the bound; what must not happen is a collapse below it.
-                yes(ratio >= 0.9
-                    && run.load.latency.max_ms <= 2000.0
-                    && all_answered)
+                yes(ratio >= 0.9 && run.load.latency.max_ms <= 2000.0 && all_answered)
             );
         }
     }
@@ -268,8 +266,7 @@ pub fn markdown(
          large values mean the numbers also measure a starved generator). \
          \"oldest pending\" is the age of the oldest accepted event not yet processed: read from the \
          database every second (db), and `wharf_inbox_oldest_pending_seconds` from the admin `/metrics` \
-         every second (gauge; the reconciler refreshes it every `reconcile_interval_secs`, 60 s by default, \
-         so short runs may show 0)."
+         every second (gauge; the reconciler refreshes it every second between its passes)."
     );
 
     let mut any = false;

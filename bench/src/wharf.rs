@@ -470,13 +470,7 @@ fn machine_ticks() -> Option<(u64, u64)> {
 
 fn status_kib(pid: u32, field: &str) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field))?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
+    crate::pgbench::field(&status, field).map(|kib| kib as u64)
 }
 
 #[cfg(test)]
