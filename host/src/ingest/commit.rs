@@ -24,6 +24,7 @@ use tokio::sync::{Semaphore, mpsc, oneshot};
 use uuid::Uuid;
 
 use super::rows::{Acceptance, NewEvent, StoreError, StoredVersion, Submission, redact_db};
+use crate::support::columns::column;
 use crate::support::metrics::Metrics;
 
 /// How acceptance transactions are formed (`[database] accept_*`).
@@ -287,7 +288,7 @@ async fn insert(pool: &PgPool, batch: &[Pending]) -> Result<Vec<Vec<Acceptance>>
     .bind(columns.secret_versions)
     .bind(columns.outbox_ids)
     .bind(columns.topics)
-    .bind(batch.iter().map(|p| p.payload_ref).collect::<Vec<_>>())
+    .bind(column(batch, |p| p.payload_ref))
     .bind(
         batch
             .iter()
@@ -316,24 +317,9 @@ async fn insert(pool: &PgPool, batch: &[Pending]) -> Result<Vec<Vec<Acceptance>>
                 AS k(provider, endpoint_id, provider_event_id, i)
             JOIN webhook_inbox w USING (provider, endpoint_id, provider_event_id)",
         )
-        .bind(
-            existing
-                .iter()
-                .map(|&r| rows[r].event.provider.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            existing
-                .iter()
-                .map(|&r| rows[r].event.endpoint_id.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            existing
-                .iter()
-                .map(|&r| rows[r].event.event_id.as_str())
-                .collect::<Vec<_>>(),
-        )
+        .bind(column(&existing, |&r| rows[r].event.provider.as_str()))
+        .bind(column(&existing, |&r| rows[r].event.endpoint_id.as_str()))
+        .bind(column(&existing, |&r| rows[r].event.event_id.as_str()))
         .fetch_all(pool)
         .await?;
         for (i, id) in found {

@@ -32,6 +32,7 @@ use uuid::Uuid;
 use super::context::{MIN_IDLE, Processing, wait_for_work};
 use crate::config::SinkKind;
 use crate::ingest::redact_db;
+use crate::support::columns::column;
 use crate::support::failpoint;
 
 /// Sends at once, per relay (one relay per target).
@@ -386,16 +387,11 @@ impl DeliveryRelay {
              WHERE d.delivery_id = m.delivery_id AND d.claim_id = m.claim_id
                AND d.status = 'PENDING'",
         )
-        .bind(marks.iter().map(|m| m.delivery_id).collect::<Vec<_>>())
-        .bind(marks.iter().map(|m| m.claim_id).collect::<Vec<_>>())
-        .bind(marks.iter().map(|m| m.status).collect::<Vec<_>>())
-        .bind(marks.iter().map(|m| m.error.as_deref()).collect::<Vec<_>>())
-        .bind(
-            marks
-                .iter()
-                .map(|m| m.delay.as_secs_f64())
-                .collect::<Vec<_>>(),
-        )
+        .bind(column(marks, |m| m.delivery_id))
+        .bind(column(marks, |m| m.claim_id))
+        .bind(column(marks, |m| m.status))
+        .bind(column(marks, |m| m.error.as_deref()))
+        .bind(column(marks, |m| m.delay.as_secs_f64()))
         .execute(&self.processing.pool)
         .await;
         if let Err(e) = result {

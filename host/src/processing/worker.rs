@@ -25,6 +25,7 @@ use uuid::Uuid;
 use super::context::{MIN_IDLE, Processing, wait_for_work};
 use crate::config::EndpointConfig;
 use crate::ingest::redact_db;
+use crate::support::columns::column;
 use crate::support::failpoint;
 
 /// One claimed inbox row. `claim_id` is the lease token, fresh for every claim and never
@@ -620,9 +621,9 @@ async fn lock_objects<'a>(
          ORDER BY o.provider, o.endpoint_id, o.object_id
          FOR UPDATE OF o",
     )
-    .bind(objects.iter().map(|k| k.0).collect::<Vec<_>>())
-    .bind(objects.iter().map(|k| k.1).collect::<Vec<_>>())
-    .bind(objects.iter().map(|k| k.2).collect::<Vec<_>>())
+    .bind(column(objects, |k| k.0))
+    .bind(column(objects, |k| k.1))
+    .bind(column(objects, |k| k.2))
     .fetch_all(&mut **tx)
     .await?;
     let index: HashMap<ObjectKey<'a>, usize> =
@@ -707,98 +708,28 @@ async fn write(
          )
          SELECT (SELECT count(*) FROM inserted) + (SELECT count(*) FROM updated)",
     )
-    .bind(events.iter().map(|e| e.claim.inbox_id).collect::<Vec<_>>())
-    .bind(
-        events
-            .iter()
-            .map(|e| e.claim.provider.as_str())
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        events
-            .iter()
-            .map(|e| e.claim.endpoint_id.as_str())
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        events
-            .iter()
-            .map(|e| e.claim.event_id.as_str())
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        events
-            .iter()
-            .map(|e| e.outcome.as_str())
-            .collect::<Vec<_>>(),
-    )
-    .bind(events.iter().map(|e| e.fresh).collect::<Vec<_>>())
-    .bind(
-        events
-            .iter()
-            .map(|e| e.targets.len() as i32)
-            .collect::<Vec<_>>(),
-    )
+    .bind(column(events, |e| e.claim.inbox_id))
+    .bind(column(events, |e| e.claim.provider.as_str()))
+    .bind(column(events, |e| e.claim.endpoint_id.as_str()))
+    .bind(column(events, |e| e.claim.event_id.as_str()))
+    .bind(column(events, |e| e.outcome.as_str()))
+    .bind(column(events, |e| e.fresh))
+    .bind(column(events, |e| e.targets.len() as i32))
     .bind(deliveries().map(|_| Uuid::now_v7()).collect::<Vec<_>>())
     .bind(deliveries().map(|(id, _)| id).collect::<Vec<_>>())
     .bind(deliveries().map(|(_, t)| t.0).collect::<Vec<_>>())
     .bind(deliveries().map(|(_, t)| t.1).collect::<Vec<_>>())
     .bind(deliveries().map(|(_, t)| t.2 as i32).collect::<Vec<_>>())
-    .bind(
-        projection
-            .iter()
-            .map(|m| m.claim.provider.as_str())
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        projection
-            .iter()
-            .map(|m| m.claim.endpoint_id.as_str())
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        projection
-            .iter()
-            .map(|m| m.claim.object_id.as_deref())
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        projection
-            .iter()
-            .map(|m| m.claim.version_kind.as_deref())
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        projection
-            .iter()
-            .map(|m| m.claim.version)
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        projection
-            .iter()
-            .map(|m| m.claim.event_id.as_str())
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        projection
-            .iter()
-            .map(|m| m.claim.event_type.as_str())
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        projection
-            .iter()
-            .map(|m| m.state.as_deref())
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        projection
-            .iter()
-            .map(|m| m.claim.inbox_id)
-            .collect::<Vec<_>>(),
-    )
-    .bind(projection.iter().map(|m| m.existing).collect::<Vec<_>>())
+    .bind(column(projection, |m| m.claim.provider.as_str()))
+    .bind(column(projection, |m| m.claim.endpoint_id.as_str()))
+    .bind(column(projection, |m| m.claim.object_id.as_deref()))
+    .bind(column(projection, |m| m.claim.version_kind.as_deref()))
+    .bind(column(projection, |m| m.claim.version))
+    .bind(column(projection, |m| m.claim.event_id.as_str()))
+    .bind(column(projection, |m| m.claim.event_type.as_str()))
+    .bind(column(projection, |m| m.state.as_deref()))
+    .bind(column(projection, |m| m.claim.inbox_id))
+    .bind(column(projection, |m| m.existing))
     .fetch_one(&mut **tx)
     .await?;
     Ok(written as usize)

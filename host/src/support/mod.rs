@@ -1,6 +1,7 @@
 //! The bottom layer: leaves every other layer may use, and that use nothing of the crate.
 
 pub mod clock;
+pub mod columns;
 pub mod failpoint;
 pub mod metrics;
 pub mod redact;
