@@ -13,7 +13,7 @@ use bytes::Bytes;
 use criterion::{Criterion, criterion_group, criterion_main};
 use hmac::{Hmac, Mac};
 use wharf::adapter::{LoadedAdapter, Parsed, RequestView, Sandbox, SandboxLimits};
-use wharf::ingest::{self, TrustedKey};
+use wharf::ingest::{self, KeySet, TrustedKey};
 
 const SECRET: &str = "whsec_bench";
 
@@ -52,9 +52,12 @@ fn stripe_request(object: &str) -> RequestView {
     headers.insert("stripe-signature", signature.parse().unwrap());
     RequestView {
         endpoint_id: "bench".into(),
+        method: http::Method::POST,
         url: None,
+        query: None,
         headers: Arc::new(headers),
         body: Bytes::from(body),
+        settings: Arc::default(),
     }
 }
 
@@ -65,10 +68,13 @@ fn bench(c: &mut Criterion) {
     assert!(wasm.is_file(), "run `cargo xtask adapters` first");
     let sandbox = Sandbox::new(SandboxLimits::default(), None).unwrap();
     let adapter = Arc::new(runtime.block_on(sandbox.load(&wasm)).unwrap());
-    let keys: Arc<[TrustedKey]> = Arc::new([TrustedKey {
-        version: "1".into(),
-        key: SECRET.as_bytes().to_vec(),
-    }]);
+    let keys = Arc::new(KeySet {
+        secrets: vec![TrustedKey {
+            version: "1".into(),
+            key: SECRET.as_bytes().to_vec(),
+        }],
+        public_keys: vec![],
+    });
 
     // The floor under any hop on this machine: two plain threads passing a message and back.
     let (to_echo, echo_in) = std::sync::mpsc::sync_channel::<u64>(1);
@@ -165,24 +171,27 @@ fn bench(c: &mut Criterion) {
 fn view_of(request: &RequestView) -> RequestView {
     RequestView {
         endpoint_id: request.endpoint_id.clone(),
+        method: http::Method::POST,
         url: None,
+        query: None,
         headers: Arc::clone(&request.headers),
         body: request.body.clone(),
+        settings: Arc::clone(&request.settings),
     }
 }
 
 /// Steps 4, 5 and 7 of a request (`verify_and_parse` without its bookkeeping), on one instance.
-async fn prepare_verify_parse(
-    adapter: &LoadedAdapter,
-    keys: &[TrustedKey],
-    req: RequestView,
-) -> Parsed {
+async fn prepare_verify_parse(adapter: &LoadedAdapter, keys: &KeySet, req: RequestView) -> Parsed {
     let body = req.body.clone();
     let mut instance = adapter.instance_for(req);
     let prepared = instance.prepare().await.unwrap().unwrap();
     // Stripe signs a timestamp: the freshness rule is checked as when serving.
-    let mac = adapter.info.mac.unwrap();
-    ingest::verify(mac, keys, &prepared, &body, true).unwrap();
+    let inputs = ingest::Inputs {
+        body: &body,
+        url: None,
+        query: None,
+    };
+    ingest::verify(&adapter.info.verifiers, &|_| keys, &prepared, &inputs, true).unwrap();
     instance.parse().await.unwrap().unwrap()
 }
 

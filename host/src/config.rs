@@ -295,6 +295,28 @@ pub struct EndpointConfig {
     pub rate_limit: Option<RateLimit>,
     /// Processing attempts before `FAILED` (default: `[worker] max_attempts`).
     pub max_attempts: Option<u32>,
+    /// Further secret sets a WIT 0.2 adapter's checks may name, by slot (Meta:
+    /// `secrets = { verify-token = "meta-verify" }` beside `secret` for the app secret).
+    #[serde(default)]
+    pub secrets: std::collections::BTreeMap<String, String>,
+    /// Non-secret values the endpoint's adapter may read (`request.setting(name)`).
+    #[serde(default)]
+    pub settings: std::sync::Arc<std::collections::BTreeMap<String, String>>,
+}
+
+impl EndpointConfig {
+    /// The secret set a check's `key` names: `secret` for none, else `secrets.<slot>`.
+    pub fn secret_set(&self, slot: Option<&str>) -> Option<&str> {
+        match slot {
+            None => Some(&self.secret),
+            Some(slot) => self.secrets.get(slot).map(String::as_str),
+        }
+    }
+
+    /// Every secret set the endpoint refers to.
+    pub fn secret_sets(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.secret.as_str()).chain(self.secrets.values().map(String::as_str))
+    }
 }
 
 fn default_listen() -> SocketAddr {
@@ -476,6 +498,20 @@ impl Config {
                 e.id
             );
             anyhow::ensure!(ids.insert(&e.id), "endpoint id {:?} is used twice", e.id);
+            anyhow::ensure!(
+                e.secrets.len() <= 8 && e.secrets.keys().all(|k| !k.is_empty() && k.len() <= 64),
+                "endpoint {:?}: at most 8 secrets slots, each named by 1-64 bytes",
+                e.id
+            );
+            // Settings reach the adapter; bounded so a typo cannot cost every request.
+            anyhow::ensure!(
+                e.settings.len() <= 64
+                    && e.settings
+                        .iter()
+                        .all(|(k, v)| !k.is_empty() && k.len() <= 64 && v.len() <= 4096),
+                "endpoint {:?}: at most 64 settings, names of 1-64 bytes, values of at most 4096",
+                e.id
+            );
             anyhow::ensure!(
                 e.rate_limit.is_none(),
                 "endpoint {:?}: rate_limit is not supported yet",

@@ -73,13 +73,15 @@ impl Server {
         if let Ok(current) = &*secrets.current() {
             let names: Vec<&str> = current.set_names().collect();
             for e in &config.endpoints {
-                anyhow::ensure!(
-                    names.contains(&e.secret.as_str()),
-                    "endpoint {:?}: secret set {:?} is not in {}",
-                    e.id,
-                    e.secret,
-                    config.secrets.file.display()
-                );
+                for set in e.secret_sets() {
+                    anyhow::ensure!(
+                        names.contains(&set),
+                        "endpoint {:?}: secret set {:?} is not in {}",
+                        e.id,
+                        set,
+                        config.secrets.file.display()
+                    );
+                }
             }
         }
         let sandbox = Sandbox::new(

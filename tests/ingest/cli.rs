@@ -41,7 +41,8 @@ fn adapter_check_prints_the_description() {
     );
     let info: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(info["name"], "stripe");
-    assert_eq!(info["algorithm"], "hmac-sha256");
+    assert_eq!(info["algorithms"], serde_json::json!(["hmac-sha256"]));
+    assert_eq!(info["world"], "wharf:adapter@0.2.0");
     assert_eq!(info["tolerance_past_secs"], 300);
 
     let garbage = tempfile::NamedTempFile::new().unwrap();

@@ -16,10 +16,10 @@
 //! host) builds and tests on the host target too.
 
 pub mod bindings {
-    //! Generated once here from `wit/adapter.wit`, so adapter crates need no `wit-bindgen` of
+    //! Generated once here from `wit/adapter.wit` (`wharf:adapter@0.2.0`), so adapter crates need no `wit-bindgen` of
     //! their own; [`export_adapter!`](crate::export_adapter) finds these types by this path.
     wit_bindgen::generate!({
-        path: "../../wit",
+        path: "../../wit/adapter.wit",
         world: "adapter",
         pub_export_macro: true,
         export_macro_name: "export_adapter",
@@ -39,8 +39,9 @@ pub use results::*;
 pub mod prelude {
     pub use crate::bindings::Guest;
     pub use crate::bindings::wharf::adapter::types::{
-        Algorithm, Check, Description, Envelope, Handshake, ObjectVersion, Ordering, Parsed, Part,
-        Prepared, Rejection, RejectionKind, Request, SecretEncoding, Tolerance,
+        Algorithm, Answer, AnswerPart, Check, Description, Envelope, Handshake, Method,
+        ObjectVersion, Ordering, Parsed, Part, Prepared, PublicKeyEncoding, Rejection,
+        RejectionKind, Request, SecretEncoding, Span, Tolerance,
     };
     pub use crate::decode::*;
     pub use crate::results::*;

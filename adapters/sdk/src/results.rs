@@ -3,24 +3,64 @@
 //! readers that reject with the kind their stage calls for.
 
 use crate::bindings::wharf::adapter::types::{
-    Algorithm, Check, Description, Envelope, ObjectVersion, Ordering, Parsed, Part, Prepared,
-    Rejection, RejectionKind, Request, SecretEncoding, Tolerance,
+    Algorithm, Answer, AnswerPart, Check, Description, Envelope, Handshake, ObjectVersion,
+    Ordering, Parsed, Part, Prepared, PublicKeyEncoding, Rejection, RejectionKind, Request,
+    SecretEncoding, Span, Tolerance,
 };
-use crate::decode::{Value, prefix_before_body, str_at, utf8_nonempty};
+use crate::decode::{Value, form_pairs, prefix_before_body, str_at, utf8_nonempty};
 
 impl Description {
-    /// Any event type, no body limit of its own, the secret's UTF-8 bytes as the key (`Raw`),
-    /// no signed timestamp, no ordering.
+    /// Checks of `algorithm` only, any event type, no body limit of its own, the secret's
+    /// UTF-8 bytes as the key (`Raw`), no signed timestamp, no ordering, POST only, the host's
+    /// JSON acknowledgement.
     pub fn new(name: impl Into<String>, version: impl Into<String>, algorithm: Algorithm) -> Self {
         Self {
             name: name.into(),
             version: version.into(),
             event_types: Vec::new(),
             max_body_bytes: None,
-            algorithm,
+            algorithms: vec![algorithm],
             secret_encoding: SecretEncoding::Raw,
+            public_key_encoding: None,
             tolerance: None,
             ordering: Ordering::None,
+            serves_get: false,
+            acknowledgement: None,
+        }
+    }
+
+    /// Another algorithm this adapter's checks may name (Standard Webhooks: HMAC and Ed25519).
+    pub fn also(mut self, algorithm: Algorithm) -> Self {
+        self.algorithms.push(algorithm);
+        self
+    }
+
+    /// How the endpoint's `public_key`s are written (needed for Ed25519 and ECDSA).
+    pub fn public_key_encoding(self, encoding: PublicKeyEncoding) -> Self {
+        Self {
+            public_key_encoding: Some(encoding),
+            ..self
+        }
+    }
+
+    /// Lets GET requests reach the adapter, to be answered with a handshake only.
+    pub fn serves_get(self) -> Self {
+        Self {
+            serves_get: true,
+            ..self
+        }
+    }
+
+    /// Exact bytes to answer an accepted or duplicate request with (Adyen: `[accepted]`).
+    pub fn acknowledgement(self, content_type: &str, body: &[u8]) -> Self {
+        let acknowledgement = Some(Answer {
+            status: 200,
+            content_type: content_type.into(),
+            body: body.to_vec(),
+        });
+        Self {
+            acknowledgement,
+            ..self
         }
     }
 
@@ -63,15 +103,40 @@ impl Description {
     }
 }
 
-/// One signature check: the signed `message` and the candidate signatures, decoded to bytes.
-pub fn check(message: Vec<Part>, signatures: Vec<Vec<u8>>) -> Check {
+/// One signature check under the endpoint's `secret`: the signed `message` and the candidate
+/// signatures, decoded to bytes.
+pub fn check(algorithm: Algorithm, message: Vec<Part>, signatures: Vec<Vec<u8>>) -> Check {
     Check {
+        algorithm,
+        key: None,
         message,
         signatures,
+        body_sha256_param: None,
     }
 }
 
+/// A shared-token check: passes when one of `tokens` equals the secret (compared by the host).
+pub fn token_check(tokens: Vec<Vec<u8>>) -> Check {
+    check(Algorithm::Token, Vec::new(), tokens)
+}
+
 impl Check {
+    /// Verified under the endpoint's `secrets.<name>` instead of its `secret`.
+    pub fn key(self, name: &str) -> Self {
+        Self {
+            key: Some(name.into()),
+            ..self
+        }
+    }
+
+    /// The signed URL's query parameter `name` must be the hex SHA-256 of the body (Twilio).
+    pub fn body_sha256_param(self, name: &str) -> Self {
+        Self {
+            body_sha256_param: Some(name.into()),
+            ..self
+        }
+    }
+
     /// This check alone, with the signed timestamp (Unix seconds) the host checks freshness of.
     pub fn timestamped(self, unix: i64) -> Prepared {
         Prepared {
@@ -100,6 +165,8 @@ pub fn event(event_id: impl Into<String>, event_type: impl Into<String>) -> Enve
         object_version: None,
         created_at: None,
         route: None,
+        span: None,
+        signed_by: None,
     }
 }
 
@@ -127,6 +194,54 @@ impl Envelope {
     pub fn route<'a>(self, route: impl Into<Option<&'a str>>) -> Self {
         let route = route.into().map(Into::into);
         Self { route, ..self }
+    }
+
+    /// This event is the slice `span` of a batch body: what is stored and delivered for it.
+    pub fn span(self, span: Span) -> Self {
+        Self {
+            span: Some(span),
+            ..self
+        }
+    }
+
+    /// For a batch signed per item: the index of this event's check in `prepared.checks`.
+    pub fn signed_by(self, check: usize) -> Self {
+        Self {
+            signed_by: Some(check as u32),
+            ..self
+        }
+    }
+}
+
+/// Several events, accepted together or not at all.
+impl From<Vec<Envelope>> for Parsed {
+    fn from(events: Vec<Envelope>) -> Self {
+        Self::Events(events)
+    }
+}
+
+impl Handshake {
+    /// A 200 answer of fixed bytes.
+    pub fn literal(content_type: &str, body: impl Into<Vec<u8>>) -> Self {
+        Self {
+            status: 200,
+            content_type: content_type.into(),
+            body: vec![AnswerPart::Literal(body.into())],
+        }
+    }
+}
+
+impl From<Handshake> for Parsed {
+    fn from(handshake: Handshake) -> Self {
+        Self::Handshake(handshake)
+    }
+}
+
+/// The bytes from `start` to `end` of the body.
+pub fn span(start: usize, end: usize) -> Span {
+    Span {
+        start: start as u64,
+        end: end as u64,
     }
 }
 
@@ -175,6 +290,12 @@ pub fn signature_header(req: &Request, name: &str) -> Result<Vec<u8>, Rejection>
         .ok_or_else(|| invalid(format!("missing, empty or repeated {name}")))
 }
 
+/// The request's query parameters, decoded, in order; empty without a query string, `None`
+/// when it is not a valid form.
+pub fn query_pairs(req: &Request) -> Option<Vec<(String, String)>> {
+    form_pairs(req.query().unwrap_or_default().as_bytes())
+}
+
 /// After verification, a header carrying part of the event (its id or type): present once
 /// and non-empty UTF-8, else 400.
 pub fn required_header(req: &Request, name: &str) -> Result<String, Rejection> {
@@ -199,7 +320,8 @@ mod tests {
         let d = Description::new("acme", "0.1.0", Algorithm::HmacSha1);
         assert_eq!((d.name.as_str(), d.version.as_str()), ("acme", "0.1.0"));
         assert!(d.event_types.is_empty() && d.max_body_bytes.is_none() && d.tolerance.is_none());
-        assert!(matches!(d.algorithm, Algorithm::HmacSha1));
+        assert!(matches!(d.algorithms[..], [Algorithm::HmacSha1]));
+        assert!(!d.serves_get && d.acknowledgement.is_none() && d.public_key_encoding.is_none());
         assert!(matches!(d.secret_encoding, SecretEncoding::Raw));
         assert!(matches!(d.ordering, Ordering::None));
         let d = d
@@ -249,9 +371,9 @@ mod tests {
             matches!(&message[..], [Part::Literal(l), Part::RawBody] if l == b"msg_1.17."),
             "{message:?}"
         );
-        let prepared = check(message, vec![vec![1]]).timestamped(17);
+        let prepared = check(Algorithm::HmacSha256, message, vec![vec![1]]).timestamped(17);
         assert_eq!((prepared.checks.len(), prepared.timestamp), (1, Some(17)));
-        let prepared = Prepared::from(check(vec![Part::RawBody], vec![vec![1]]));
+        let prepared = Prepared::from(check(Algorithm::HmacSha1, vec![Part::RawBody], vec![vec![1]]));
         assert_eq!(prepared.checks[0].signatures, [[1]]);
         assert_eq!(prepared.timestamp, None);
 

@@ -44,11 +44,7 @@ fn parse_events_api(body: &[u8]) -> Result<Parsed, Rejection> {
         "url_verification" => {
             let mut answer = Value::Object(Default::default());
             answer["challenge"] = field(&["challenge"])?.into();
-            Ok(Parsed::Handshake(Handshake {
-                status: 200,
-                content_type: "application/json".into(),
-                body: answer.to_string().into_bytes(),
-            }))
+            Ok(Handshake::literal("application/json", answer.to_string()).into())
         }
         "event_callback" => {
             let event = checked_event(field(&["event_id"])?, field(&["event", "type"])?)?;
@@ -86,7 +82,7 @@ impl Guest for Slack {
             .ok_or_else(|| invalid("expected v0="))?;
         let signature = hex_decode(hex).ok_or_else(|| invalid("signature is not hex"))?;
         let message = pieces_then_body(&[b"v0", &timestamp], b':');
-        Ok(check(message, vec![signature]).timestamped(unix))
+        Ok(check(Algorithm::HmacSha256, message, vec![signature]).timestamped(unix))
     }
 
     fn parse(req: &Request) -> Result<Parsed, Rejection> {

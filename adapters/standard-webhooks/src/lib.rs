@@ -40,7 +40,7 @@ impl Guest for StandardWebhooks {
         if signatures.is_empty() {
             return Err(invalid("no usable v1 signature"));
         }
-        Ok(check(pieces_then_body(&[&id, &timestamp], b'.'), signatures).timestamped(unix))
+        Ok(check(Algorithm::HmacSha256, pieces_then_body(&[&id, &timestamp], b'.'), signatures).timestamped(unix))
     }
 
     fn parse(req: &Request) -> Result<Parsed, Rejection> {

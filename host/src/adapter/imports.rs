@@ -3,11 +3,11 @@
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
+use super::bindings::WitVersion;
+
 /// The interface every adapter imports (its `request` resource lives there); the version on
 /// this import is how a component's WIT package version is told apart (see ARCHITECTURE.md).
 const TYPES_INTERFACE: &str = "wharf:adapter/types@";
-/// The package versions this host has bindings for.
-const SERVED_WORLDS: &[&str] = &["0.1."];
 
 /// Import namespaces a component may use. Everything WASI that Rust's standard library links
 /// is allowed because the host grants it nothing (empty context, zero clocks); sockets, HTTP
@@ -26,7 +26,10 @@ fn import_allowed(name: &str) -> bool {
 }
 
 /// Refuses imports off the allowlist; returns the WIT package the component targets.
-pub(super) fn check_imports(engine: &Engine, component: &Component) -> anyhow::Result<String> {
+pub(super) fn check_imports(
+    engine: &Engine,
+    component: &Component,
+) -> anyhow::Result<(WitVersion, String)> {
     let ty = component.component_type();
     use wasmtime::component::types::ComponentItem;
     let refused: Vec<&str> = ty
@@ -46,16 +49,13 @@ pub(super) fn check_imports(engine: &Engine, component: &Component) -> anyhow::R
         .imports(engine)
         .find_map(|(name, _)| name.strip_prefix(TYPES_INTERFACE))
         .ok_or_else(|| anyhow::anyhow!("component does not import {TYPES_INTERFACE}*"))?;
-    anyhow::ensure!(
-        SERVED_WORLDS.iter().any(|v| version.starts_with(v)),
-        "component targets wharf:adapter@{version}; this host serves {}",
-        SERVED_WORLDS
-            .iter()
-            .map(|v| format!("{v}x"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    Ok(format!("wharf:adapter@{version}"))
+    let served = WitVersion::from_import(version).ok_or_else(|| {
+        anyhow::anyhow!(
+            "component targets wharf:adapter@{version}; this host serves {}",
+            WitVersion::SERVED.join(", ")
+        )
+    })?;
+    Ok((served, format!("wharf:adapter@{version}")))
 }
 
 #[cfg(test)]

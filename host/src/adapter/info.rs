@@ -2,10 +2,14 @@
 
 use serde::Serialize;
 
-use super::bindings::{Algorithm, Description, Ordering, SecretEncoding};
+use super::bindings::{
+    Algorithm, Answer, Description, Ordering, PublicKeyEncoding, SecretEncoding,
+};
 
 /// Event-type globs one adapter may declare.
 const MAX_EVENT_TYPE_GLOBS: usize = 1024;
+/// The largest acknowledgement body an adapter may fix.
+const MAX_ACKNOWLEDGEMENT_BYTES: usize = 4096;
 
 /// What `describe` said, checked and in host types.
 #[derive(Debug, Clone, Serialize)]
@@ -14,17 +18,27 @@ pub struct AdapterInfo {
     pub version: String,
     pub event_types: Vec<String>,
     pub max_body_bytes: Option<u64>,
-    pub algorithm: &'static str,
+    pub algorithms: Vec<&'static str>,
     pub secret_encoding: &'static str,
+    pub public_key_encoding: Option<&'static str>,
+    /// Whether GET requests reach the adapter (handshakes only).
+    pub serves_get: bool,
+    /// The fixed acknowledgement's content type, when the adapter fixes one.
+    pub acknowledgement: Option<String>,
     pub tolerance_past_secs: Option<u64>,
     pub tolerance_future_secs: Option<u64>,
     pub ordering: &'static str,
     /// The WIT package the component was built against, from its `types` import.
     pub world: String,
+    /// What checks may be verified with, in the order declared (a 0.1 adapter has one).
     #[serde(skip)]
-    pub mac: Option<MacAlgorithm>,
+    pub verifiers: Vec<Algorithm>,
     #[serde(skip)]
     pub encoding: KeyEncoding,
+    #[serde(skip)]
+    pub public_keys: Option<PublicKeyEncoding>,
+    #[serde(skip)]
+    pub ack: Option<Answer>,
 }
 
 impl AdapterInfo {
@@ -34,24 +48,44 @@ impl AdapterInfo {
             version: String::new(),
             event_types: vec![],
             max_body_bytes: None,
-            algorithm: "",
+            algorithms: vec![],
             secret_encoding: "",
+            public_key_encoding: None,
+            serves_get: false,
+            acknowledgement: None,
             tolerance_past_secs: None,
             tolerance_future_secs: None,
             ordering: "",
             world: String::new(),
-            mac: None,
+            verifiers: vec![],
             encoding: KeyEncoding::Raw,
+            public_keys: None,
+            ack: None,
         }
     }
+}
+
+/// An algorithm's name in `/admin/adapters` and `wharf adapter check`.
+pub fn algorithm_name(a: Algorithm) -> &'static str {
+    match a {
+        Algorithm::HmacSha256 => "hmac-sha256",
+        Algorithm::HmacSha1 => "hmac-sha1",
+        Algorithm::HmacSha512 => "hmac-sha512",
+        Algorithm::Ed25519 => "ed25519",
+        Algorithm::EcdsaP256Sha256 => "ecdsa-p256-sha256",
+        Algorithm::Token => "token",
+    }
+}
+
+/// Whether `a` verifies with a `public_key` (else with a secret `value`).
+pub fn uses_public_key(a: Algorithm) -> bool {
+    matches!(a, Algorithm::Ed25519 | Algorithm::EcdsaP256Sha256)
 }
 
 impl TryFrom<Description> for AdapterInfo {
     type Error = anyhow::Error;
 
     fn try_from(d: Description) -> anyhow::Result<Self> {
-        use KeyEncoding;
-        use MacAlgorithm;
         let valid_name = !d.name.is_empty()
             && d.name.len() <= 64
             && d.name
@@ -81,17 +115,29 @@ impl TryFrom<Description> for AdapterInfo {
                 .all(|t| !t.is_empty() && t.len() <= 255 && !t.chars().any(char::is_control)),
             "adapter event types must be 1-255 bytes without control characters"
         );
-        let (algorithm, mac) = match d.algorithm {
-            Algorithm::HmacSha256 => ("hmac-sha256", MacAlgorithm::Sha256),
-            Algorithm::HmacSha1 => ("hmac-sha1", MacAlgorithm::Sha1),
-            Algorithm::HmacSha512 => ("hmac-sha512", MacAlgorithm::Sha512),
-            Algorithm::Ed25519 | Algorithm::EcdsaP256Sha256 => {
-                anyhow::bail!(
-                    "adapter {} declares a public-key algorithm, which this host does not verify yet",
-                    d.name
-                )
+        anyhow::ensure!(
+            !d.algorithms.is_empty() && d.algorithms.len() <= 6,
+            "adapter must declare 1 to 6 algorithms"
+        );
+        let mut verifiers: Vec<Algorithm> = Vec::with_capacity(d.algorithms.len());
+        for a in d.algorithms {
+            if !verifiers.contains(&a) {
+                verifiers.push(a);
             }
-        };
+        }
+        let public_keys = d.public_key_encoding;
+        anyhow::ensure!(
+            public_keys.is_some() || !verifiers.iter().copied().any(uses_public_key),
+            "adapter declares a public-key algorithm without a public-key-encoding"
+        );
+        if let Some(ack) = &d.acknowledgement {
+            anyhow::ensure!(
+                (200..300).contains(&ack.status)
+                    && http::HeaderValue::from_str(&ack.content_type).is_ok()
+                    && ack.body.len() <= MAX_ACKNOWLEDGEMENT_BYTES,
+                "acknowledgement must be 2xx, with a valid content type and at most {MAX_ACKNOWLEDGEMENT_BYTES} bytes"
+            );
+        }
         let (secret_encoding, encoding) = match d.secret_encoding {
             SecretEncoding::Raw => ("raw", KeyEncoding::Raw),
             SecretEncoding::WhsecBase64 => ("whsec-base64", KeyEncoding::WhsecBase64),
@@ -108,14 +154,24 @@ impl TryFrom<Description> for AdapterInfo {
             version: d.version,
             event_types: d.event_types,
             max_body_bytes: d.max_body_bytes,
-            algorithm,
+            algorithms: verifiers.iter().copied().map(algorithm_name).collect(),
             secret_encoding,
+            public_key_encoding: public_keys.map(|p| match p {
+                PublicKeyEncoding::WhpkBase64 => "whpk-base64",
+                PublicKeyEncoding::Hex => "hex",
+                PublicKeyEncoding::Base64 => "base64",
+                PublicKeyEncoding::SpkiDerBase64 => "spki-der-base64",
+            }),
+            serves_get: d.serves_get,
+            acknowledgement: d.acknowledgement.as_ref().map(|a| a.content_type.clone()),
             tolerance_past_secs: d.tolerance.map(|t| t.past_secs),
             tolerance_future_secs: d.tolerance.map(|t| t.future_secs),
             ordering,
             world: String::new(),
-            mac: Some(mac),
+            verifiers,
             encoding,
+            public_keys,
+            ack: d.acknowledgement,
         })
     }
 }

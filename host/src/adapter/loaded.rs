@@ -7,7 +7,8 @@ use std::sync::Arc;
 use sha2::{Digest, Sha256};
 
 use super::bindings::{
-    AdapterPre, Description, GuestState, Parsed, Part, Prepared, Rejection, RequestView,
+    Algorithm, AnswerPart, Description, GuestPre, Parsed, Part, Prepared, Rejection, RequestView,
+    WitVersion,
 };
 use super::info::AdapterInfo;
 use super::sandbox::{AdapterFailure, GuestFn, Instance, Sandbox};
@@ -15,7 +16,8 @@ use super::sandbox::{AdapterFailure, GuestFn, Instance, Sandbox};
 /// A compiled, linked, described adapter, ready to instantiate per request.
 pub struct LoadedAdapter {
     sandbox: Arc<Sandbox>,
-    pre: AdapterPre<GuestState>,
+    pre: GuestPre,
+    pub wit: WitVersion,
     pub info: AdapterInfo,
     pub sha256: String,
     pub path: PathBuf,
@@ -26,7 +28,7 @@ impl LoadedAdapter {
         let mut instance = self.instance(None);
         instance
             .call(Box::new(|adapter, store, _| {
-                Box::pin(async move { adapter.call_describe(store).await })
+                Box::pin(async move { adapter.describe(store).await })
             }))
             .await
     }
@@ -41,6 +43,7 @@ impl LoadedAdapter {
         RequestInstance {
             sandbox: Arc::clone(&self.sandbox),
             pre: self.pre.clone(),
+            algorithm: self.info.verifiers.first().copied(),
             state: State::Unstarted(req),
         }
     }
@@ -60,7 +63,9 @@ impl LoadedAdapter {
 /// request share one, which spares a second instantiation and lets nothing cross requests.
 pub struct RequestInstance {
     sandbox: Arc<Sandbox>,
-    pre: AdapterPre<GuestState>,
+    pre: GuestPre,
+    /// What a 0.1 component's checks are verified with (None only while describing).
+    algorithm: Option<Algorithm>,
     state: State,
 }
 
@@ -75,19 +80,24 @@ enum State {
 impl RequestInstance {
     /// Where the signatures are and which bytes they sign. Secrets are not involved.
     pub async fn prepare(&mut self) -> Result<Result<Prepared, Rejection>, AdapterFailure> {
+        let algorithm = self.algorithm.unwrap_or(Algorithm::HmacSha256);
         let out = self
-            .call(Box::new(|adapter, store, req| {
-                Box::pin(async move { adapter.call_prepare(store, req.expect("request")).await })
+            .call(Box::new(move |adapter, store, req| {
+                Box::pin(async move {
+                    adapter
+                        .prepare(store, req.expect("request"), algorithm)
+                        .await
+                })
             }))
             .await?;
         if let Ok(prepared) = &out {
-            let literal: usize = prepared
+            let parts: usize = prepared
                 .checks
                 .iter()
                 .flat_map(|c| c.message.iter())
                 .map(|p| match p {
                     Part::Literal(bytes) => bytes.len() + 16,
-                    Part::RawBody => 16,
+                    _ => 24,
                 })
                 .sum();
             let sigs: usize = prepared
@@ -96,7 +106,16 @@ impl RequestInstance {
                 .flat_map(|c| c.signatures.iter())
                 .map(|s| s.len() + 16)
                 .sum();
-            self.bounded(literal + sigs + prepared.checks.len() * 16, "prepare")?;
+            let names: usize = prepared
+                .checks
+                .iter()
+                .map(|c| {
+                    c.key.as_ref().map_or(0, String::len)
+                        + c.body_sha256_param.as_ref().map_or(0, String::len)
+                        + 48
+                })
+                .sum();
+            self.bounded(parts + sigs + names, "prepare")?;
         }
         Ok(out)
     }
@@ -105,7 +124,7 @@ impl RequestInstance {
     pub async fn parse(&mut self) -> Result<Result<Parsed, Rejection>, AdapterFailure> {
         let out = self
             .call(Box::new(|adapter, store, req| {
-                Box::pin(async move { adapter.call_parse(store, req.expect("request")).await })
+                Box::pin(async move { adapter.parse(store, req.expect("request")).await })
             }))
             .await?;
         if let Ok(parsed) = &out {
@@ -117,10 +136,18 @@ impl RequestInstance {
                             + e.event_type.len()
                             + e.object_id.as_ref().map_or(0, String::len)
                             + e.route.as_ref().map_or(0, String::len)
-                            + 64
+                            + 96
                     })
                     .sum(),
-                Parsed::Handshake(h) => h.body.len() + h.content_type.len(),
+                Parsed::Handshake(h) => {
+                    h.body
+                        .iter()
+                        .map(|p| match p {
+                            AnswerPart::Literal(b) | AnswerPart::HmacSha256Hex(b) => b.len() + 16,
+                        })
+                        .sum::<usize>()
+                        + h.content_type.len()
+                }
             };
             self.bounded(size, "parse")?;
         }
@@ -198,10 +225,11 @@ impl Sandbox {
         let hash = sha256.clone();
         // Compilation is CPU-heavy: a blocking thread, never a thread serving requests.
         let component = tokio::task::spawn_blocking(move || this.compile(&bytes, &hash)).await??;
-        let (pre, world) = self.prepare_component(&component)?;
+        let (pre, wit, world) = self.prepare_component(&component)?;
         let mut adapter = LoadedAdapter {
             sandbox: Arc::clone(self),
             pre,
+            wit,
             info: AdapterInfo::placeholder(),
             sha256,
             path: path.to_owned(),

@@ -1,6 +1,7 @@
 //! The adapter sandbox: the only place wasmtime appears. Everything above sees host types.
 //!
-//! - `bindings`: the one `bindgen!` and the host side of the `request` resource
+//! - `bindings`: one `bindgen!` per served WIT version (0.1 converted into 0.2's types) and the
+//!   host side of the `request` resource
 //! - `sandbox`: engine, pooling allocator, linker, every limit, one guest call
 //! - `imports`: the import allowlist and the WIT package version a component targets
 //! - `info`: what `describe` declares, checked (`AdapterInfo`, `MacAlgorithm`, `KeyEncoding`)
@@ -15,10 +16,10 @@ mod sandbox;
 mod set;
 
 pub use bindings::{
-    Check, Envelope, Handshake, ObjectVersion, Parsed, Part, Prepared, Rejection, RejectionKind,
-    RequestView,
+    Algorithm, Answer, AnswerPart, Check, Envelope, Handshake, Method, ObjectVersion, Parsed, Part,
+    Prepared, PublicKeyEncoding, Rejection, RejectionKind, RequestView, Span, WitVersion,
 };
-pub use info::{AdapterInfo, KeyEncoding, MacAlgorithm};
+pub use info::{AdapterInfo, KeyEncoding, MacAlgorithm, algorithm_name, uses_public_key};
 pub use loaded::{LoadedAdapter, RequestInstance};
 pub use sandbox::{AdapterFailure, Sandbox, SandboxLimits};
 pub use set::{AdapterSet, FileState, FileStatus};

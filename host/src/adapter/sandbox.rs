@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use wasmtime::component::{Component, HasSelf, Linker, Resource, ResourceTable};
+use wasmtime::component::{Component, Linker, Resource, ResourceTable};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store};
 use wasmtime::{StoreLimitsBuilder, Trap, UpdateDeadline};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
@@ -16,7 +16,7 @@ use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx};
 
 use crate::config::AdaptersConfig;
 
-use super::bindings::{Adapter, AdapterPre, GuestState, RequestView};
+use super::bindings::{Guest, GuestPre, GuestState, RequestView, WitVersion};
 use super::imports::check_imports;
 
 /// Epoch ticks are this long; call deadlines are counted in them.
@@ -222,8 +222,7 @@ impl Sandbox {
             })
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         linker.allow_shadowing(false);
-        Adapter::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        super::bindings::add_to_linker(&mut linker)?;
         let permits = Arc::new(Semaphore::new(n as usize));
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(limits.threads.max(1))
@@ -277,14 +276,13 @@ impl Sandbox {
     pub(super) fn prepare_component(
         self: &Arc<Self>,
         component: &Component,
-    ) -> anyhow::Result<(AdapterPre<GuestState>, String)> {
-        let world = check_imports(&self.engine, component)?;
+    ) -> anyhow::Result<(GuestPre, WitVersion, String)> {
+        let (version, world) = check_imports(&self.engine, component)?;
         let pre = self
             .linker
             .instantiate_pre(component)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
-        let pre = AdapterPre::new(pre).map_err(|e| anyhow::anyhow!("{e}"))?;
-        Ok((pre, world))
+        Ok((GuestPre::new(pre, version)?, version, world))
     }
 
     pub(super) fn compile(&self, bytes: &[u8], sha256: &str) -> anyhow::Result<Component> {
@@ -317,7 +315,7 @@ impl Sandbox {
 /// The guest side of one call: the export to run on an instance and the request it is handed.
 pub(super) type GuestFn<R> = Box<
     dyn for<'a> FnOnce(
-            &'a Adapter,
+            &'a Guest,
             &'a mut Store<GuestState>,
             Option<Resource<RequestView>>,
         )
@@ -332,7 +330,7 @@ pub(super) type GuestFn<R> = Box<
 pub(super) struct Instance {
     store: Store<GuestState>,
     /// Instantiated by the first call, inside that call's deadline.
-    adapter: Option<Adapter>,
+    adapter: Option<Guest>,
     /// The `request` resource's handle in the store's table.
     req: Option<u32>,
     /// Kept to withhold echoes of the request from the guest's stderr in the log.
@@ -415,7 +413,7 @@ impl Instance {
     pub(super) async fn call<R>(
         mut self: Box<Self>,
         sandbox: &Sandbox,
-        pre: &AdapterPre<GuestState>,
+        pre: &GuestPre,
         f: GuestFn<R>,
     ) -> Result<(Box<Self>, R), AdapterFailure> {
         // Lifting a result (and any guest-to-host argument) is bounded while it is lifted, not

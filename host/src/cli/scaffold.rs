@@ -59,7 +59,7 @@ impl Guest for Adapter {
         let signature = hex_decode(hex).ok_or_else(|| invalid("signature is not hex"))?;
         // The host computes the MAC of `timestamp.` followed by the raw body.
         let message = pieces_then_body(&[&timestamp], b'.');
-        Ok(check(message, vec![signature]).timestamped(unix))
+        Ok(check(Algorithm::HmacSha256, message, vec![signature]).timestamped(unix))
     }
 
     /// After verification: what the body means. Rejections here are 400 `malformed`, or 422

@@ -11,6 +11,8 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+
+use crate::adapter::Answer;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde_json::json;
 use tokio::sync::Semaphore;
@@ -36,7 +38,7 @@ pub fn public_router(state: HttpState) -> Router {
     Router::new()
         .route(
             "/webhooks/{endpoint_id}",
-            post(receive).fallback(method_not_allowed),
+            post(receive).get(receive_get).fallback(method_not_allowed),
         )
         .fallback(not_found)
         .with_state(state)
@@ -56,10 +58,47 @@ async fn not_found() -> Response {
     IngestError::UnknownEndpoint.into_response()
 }
 
+/// A GET reaches the pipeline only for an adapter that serves handshakes on GET (Meta's
+/// `hub.challenge`); for every other endpoint it is 405, as before. Its body is never read.
+async fn receive_get(
+    State(state): State<HttpState>,
+    Path(endpoint_id): Path<String>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+) -> Response {
+    let serves_get = state
+        .ingest
+        .admit(&endpoint_id)
+        .is_ok_and(|a| a.adapter.info.serves_get);
+    if !serves_get {
+        return method_not_allowed().await;
+    }
+    answer(
+        state,
+        endpoint_id,
+        http::Method::GET,
+        query,
+        headers,
+        Body::empty(),
+    )
+    .await
+}
+
 async fn receive(
     State(state): State<HttpState>,
     Path(endpoint_id): Path<String>,
     RawQuery(query): RawQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    answer(state, endpoint_id, http::Method::POST, query, headers, body).await
+}
+
+async fn answer(
+    state: HttpState,
+    endpoint_id: String,
+    method: http::Method,
+    query: Option<String>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
@@ -68,6 +107,7 @@ async fn receive(
     let result = handle(
         &state,
         &endpoint_id,
+        method,
         query.as_deref(),
         headers,
         body,
@@ -75,9 +115,10 @@ async fn receive(
     )
     .await;
     let response = match &result {
-        Ok(outcome) => outcome_response(outcome),
+        Ok((outcome, ack)) => outcome_response(outcome, ack.as_ref()),
         Err(e) => error_response(e),
     };
+    let result = result.map(|(outcome, _)| outcome);
     let (outcome, inbox_id) = match &result {
         Ok(o @ Outcome::Stored(a)) => (o.code(), a.first().map(|a| a.inbox_id().to_string())),
         Ok(o) => (o.code(), None),
@@ -146,14 +187,16 @@ fn truncate(s: &str, max: usize) -> &str {
     &s[..end]
 }
 
+/// The outcome, and the adapter's fixed acknowledgement if it has one.
 async fn handle(
     state: &HttpState,
     endpoint_id: &str,
+    method: http::Method,
     query: Option<&str>,
     headers: HeaderMap,
     body: Body,
     facts: &mut RequestFacts,
-) -> Result<Outcome, IngestError> {
+) -> Result<(Outcome, Option<Answer>), IngestError> {
     let admitted = state.ingest.admit(endpoint_id)?;
     let header_bytes: usize = headers
         .iter()
@@ -190,16 +233,18 @@ async fn handle(
         }
         Ok(Err(_)) => return Err(IngestError::IncompleteBody),
     };
-    state
+    let outcome = state
         .ingest
         .process(
             &admitted,
+            method,
             Arc::new(headers),
             query.map(str::to_owned),
             body,
             facts,
         )
-        .await
+        .await?;
+    Ok((outcome, admitted.adapter.info.ack.clone()))
 }
 
 /// Body bytes held from the budget until the request is answered, shown as a gauge.
@@ -259,8 +304,10 @@ fn acceptable_content_type(value: Option<&HeaderValue>) -> bool {
     ) || (essence.starts_with("application/") && essence.ends_with("+json"))
 }
 
-fn outcome_response(outcome: &Outcome) -> Response {
+fn outcome_response(outcome: &Outcome, ack: Option<&Answer>) -> Response {
     match outcome {
+        // The provider expects exact bytes (Adyen: `[accepted]`); the ids are in the log.
+        Outcome::Stored(_) if ack.is_some() => fixed_answer(ack.expect("checked")),
         Outcome::Stored(acceptances) => {
             let ids = inbox_ids(acceptances);
             let mut body = json!({"status": outcome.code(), "inbox_id": ids[0]});
@@ -274,18 +321,20 @@ fn outcome_response(outcome: &Outcome) -> Response {
             axum::Json(json!({"status": outcome.code()})),
         )
             .into_response(),
-        Outcome::Handshake(h) => {
-            let status = StatusCode::from_u16(h.status).unwrap_or(StatusCode::OK);
-            let content_type = HeaderValue::from_str(&h.content_type)
-                .unwrap_or(HeaderValue::from_static("text/plain"));
-            (
-                status,
-                [(header::CONTENT_TYPE, content_type)],
-                h.body.clone(),
-            )
-                .into_response()
-        }
+        Outcome::Handshake(h) => fixed_answer(h),
     }
+}
+
+fn fixed_answer(a: &Answer) -> Response {
+    let status = StatusCode::from_u16(a.status).unwrap_or(StatusCode::OK);
+    let content_type =
+        HeaderValue::from_str(&a.content_type).unwrap_or(HeaderValue::from_static("text/plain"));
+    (
+        status,
+        [(header::CONTENT_TYPE, content_type)],
+        a.body.clone(),
+    )
+        .into_response()
 }
 
 fn error_response(e: &IngestError) -> Response {

@@ -2,7 +2,7 @@
 //!
 //! - `pipeline`: `Ingest` (admit, process) and `verify_and_parse`, the database-free steps 4 to 7
 //!   that the fixture runner shares
-//! - `verify`: what "verified" means, the MACs, freshness
+//! - `verify`: what "verified" means; MACs, public-key signatures, tokens; freshness
 //! - `secrets`: the secrets file, hot-reloaded, failing closed
 //! - `admission`: past capacity, refuse at once what could not be answered in the budget
 //! - `store`: Postgres: migrations and `accept`, the one way events are stored
@@ -27,11 +27,12 @@ pub use pipeline::{
 };
 pub use rows::{Acceptance, NewEvent, StoreError, StoredVersion, Submission, redact_db};
 pub use secrets::{
-    KeySource, SECRETS_QUIET, SecretStore, Secrets, SecretsError, TrustedKey, decode_key,
+    KeyEncodings, KeySet, KeySource, PublicKey, SECRETS_QUIET, SecretStore, Secrets, SecretsError,
+    TrustedKey, TrustedPublicKey, decode_key, decode_public_key,
 };
 pub use store::Store;
 pub use verify::{
-    ContractViolation, MAX_BODY_PASSES, MAX_CHECKS, MAX_LITERAL_BYTES, MAX_PARTS,
-    MAX_SIGNATURE_BYTES, MAX_SIGNATURES, VerifyError, check_freshness, hash_budget, validate,
-    verify,
+    ContractViolation, Coverage, Inputs, MAX_BODY_PASSES, MAX_CHECKS, MAX_LITERAL_BYTES, MAX_PARTS,
+    MAX_SIGNATURE_BYTES, MAX_SIGNATURES, Passed, VerifyError, check_freshness, hash_budget,
+    validate, verify,
 };

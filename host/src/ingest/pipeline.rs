@@ -13,10 +13,12 @@ use uuid::Uuid;
 use super::admission::Admission;
 use super::error::IngestError;
 use super::rows::{Acceptance, NewEvent, StoredVersion, Submission};
-use super::secrets::{KeySource, SecretStore};
+use super::secrets::{KeyEncodings, KeySet, KeySource, SecretStore, SecretsError};
 use super::store::Store;
-use super::verify::{self, VerifyError};
-use crate::adapter::{self, AdapterSet, LoadedAdapter, Parsed, RejectionKind, RequestView};
+use super::verify::{self, Inputs, VerifyError};
+use crate::adapter::{
+    self, AdapterSet, AnswerPart, LoadedAdapter, Parsed, RejectionKind, RequestView,
+};
 use crate::config::{EndpointConfig, UnsupportedTypes, glob_match};
 use crate::support::clock::SharedClock;
 use crate::support::failpoint;
@@ -34,8 +36,9 @@ pub enum Outcome {
     Stored(Vec<Acceptance>),
     /// Verified, but of a type this endpoint ignores; nothing stored.
     Ignored(String),
-    /// Verified handshake (Slack `url_verification`, Discord PING); nothing stored.
-    Handshake(adapter::Handshake),
+    /// Verified handshake (Slack `url_verification`, Discord PING, Meta's GET); nothing
+    /// stored. The answer as sent, any MAC it asked for computed.
+    Handshake(adapter::Answer),
 }
 
 impl Outcome {
@@ -200,10 +203,11 @@ impl Ingest {
         })
     }
 
-    /// Steps 4 to 8 on the exact raw bytes.
+    /// Steps 4 to 8 on the exact raw bytes (a GET, for adapters that serve one, has none).
     pub async fn process(
         self: &Arc<Self>,
         admitted: &Admitted,
+        method: http::Method,
         headers: Arc<http::HeaderMap>,
         query: Option<String>,
         body: Bytes,
@@ -237,6 +241,7 @@ impl Ingest {
                     &job,
                     this.secrets.as_ref(),
                     now,
+                    method,
                     headers,
                     query.as_deref(),
                     body,
@@ -269,10 +274,12 @@ impl Ingest {
 /// Steps 4 to 7: what is signed, verification, freshness, and what the verified body means.
 /// Needs no database: the HTTP path and the fixture runner (`wharf adapter test`) both run
 /// exactly this, so a fixture that passes tells how the receiver will answer.
+#[allow(clippy::too_many_arguments)]
 pub async fn verify_and_parse(
     admitted: &Admitted,
     secrets: &dyn KeySource,
     now: OffsetDateTime,
+    method: http::Method,
     headers: Arc<http::HeaderMap>,
     query: Option<&str>,
     body: Bytes,
@@ -285,15 +292,19 @@ pub async fn verify_and_parse(
     facts.adapter_version = Some(adapter.info.version.clone());
     // Whatever an adapter writes for the log is bounded, printable and never echoes the request.
     let loggable = |detail: String| redact::adapter_text(&detail, &body, &headers);
+    let url = endpoint.public_url.as_ref().map(|u| match query {
+        Some(q) => format!("{u}?{q}"),
+        None => u.clone(),
+    });
     // One fresh instance serves this request's `prepare` and `parse`, and no other request.
     let mut instance = adapter.instance_for(RequestView {
         endpoint_id: endpoint.id.clone(),
-        url: endpoint.public_url.as_ref().map(|u| match query {
-            Some(q) => format!("{u}?{q}"),
-            None => u.clone(),
-        }),
+        method: method.clone(),
+        url: url.clone(),
+        query: query.map(str::to_owned),
         headers: Arc::clone(&headers),
         body: body.clone(),
+        settings: Arc::clone(&endpoint.settings),
     });
 
     // 4. The adapter describes what is signed. Its rejection here is always a 401.
@@ -302,8 +313,8 @@ pub async fn verify_and_parse(
         .await?
         .map_err(|r| IngestError::InvalidSignature(loggable(r.detail)))?;
 
-    // 5. Verify under every trusted version of the endpoint's configured secret set, once the
-    // host has checked that what the adapter describes is worth verifying.
+    // 5. Verify under every trusted version of the keys the checks name, once the host has
+    // checked that what the adapter describes is worth verifying.
     let tolerance = endpoint
         .tolerance_secs
         .or(adapter.info.tolerance_past_secs)
@@ -314,17 +325,50 @@ pub async fn verify_and_parse(
                 .unwrap_or(past);
             (past, future)
         });
-    let keys = secrets.keys(&endpoint.secret, adapter.info.encoding, now)?;
-    let mac = adapter
-        .info
-        .mac
-        .ok_or_else(|| IngestError::AdapterUnavailable("no algorithm".into()))?;
-    let version =
-        verify::verify(mac, &keys, &prepared, &body, tolerance.is_some()).map_err(|e| match e {
-            VerifyError::Contract(v) => IngestError::AdapterContract(v),
-            e => IngestError::InvalidSignature(e.to_string()),
+    let encodings = KeyEncodings {
+        secret: adapter.info.encoding,
+        public_key: adapter.info.public_keys,
+    };
+    // Each slot the checks name, read once; a slot the endpoint does not configure fails
+    // closed like an unknown set.
+    let mut slots: Vec<(Option<&str>, KeySet)> = Vec::with_capacity(1);
+    for check in &prepared.checks {
+        let slot = check.key.as_deref();
+        if slots.iter().any(|(s, _)| *s == slot) {
+            continue;
+        }
+        let set = endpoint.secret_set(slot).ok_or_else(|| {
+            SecretsError::UnknownSet(format!(
+                "secrets.{}",
+                redact::printable(slot.unwrap_or(""), 64)
+            ))
         })?;
-    facts.secret_version = Some(version.to_owned());
+        slots.push((slot, secrets.keys(set, encodings, now)?));
+    }
+    let empty = KeySet::default();
+    let keys = |slot: Option<&str>| {
+        slots
+            .iter()
+            .find(|(s, _)| *s == slot)
+            .map_or(&empty, |(_, k)| k)
+    };
+    let inputs = Inputs {
+        body: &body,
+        url: url.as_deref(),
+        query,
+    };
+    let passed = verify::verify(
+        &adapter.info.verifiers,
+        &keys,
+        &prepared,
+        &inputs,
+        tolerance.is_some(),
+    )
+    .map_err(|e| match e {
+        VerifyError::Contract(v) => IngestError::AdapterContract(v),
+        e => IngestError::InvalidSignature(e.to_string()),
+    })?;
+    facts.secret_version = Some(passed.version.clone());
 
     // 6. Freshness of the signed timestamp, when the provider signs one.
     if let Some((past, future)) = tolerance {
@@ -351,21 +395,20 @@ pub async fn verify_and_parse(
         }
     };
     let envelopes = match parsed {
-        Parsed::Handshake(h) => {
-            if !(200..300).contains(&h.status)
-                || http::HeaderValue::from_str(&h.content_type).is_err()
-            {
-                return Err(IngestError::AdapterUnavailable(
-                    "invalid handshake answer".into(),
-                ));
-            }
-            return Ok(Verified::Done(Outcome::Handshake(h)));
+        Parsed::Handshake(h) => return handshake(h, passed.secret.as_deref()),
+        // A GET reaches an adapter only to be answered; it never stores anything.
+        Parsed::Events(_) if method == http::Method::GET => {
+            return Err(IngestError::AdapterUnavailable(
+                "adapter answered a GET with events instead of a handshake".into(),
+            ));
         }
         Parsed::Events(envelopes) if envelopes.is_empty() => {
             return Err(IngestError::Malformed("no events in the body".into()));
         }
         Parsed::Events(envelopes) => envelopes,
     };
+    verify::check_items(&passed, &prepared, &envelopes, body.len())
+        .map_err(IngestError::AdapterContract)?;
     let allowed = &adapter.info.event_types;
     if let Some(e) = envelopes
         .iter()
@@ -388,9 +431,38 @@ pub async fn verify_and_parse(
 
     Ok(Verified::Accept(Submission {
         payload: body.clone(),
-        matched_secret_version: version.to_owned(),
+        matched_secret_version: passed.version,
         events,
     }))
+}
+
+/// The handshake answer as sent: 2xx, a valid content type, any MAC computed under the secret
+/// that verified the request.
+fn handshake(h: adapter::Handshake, secret: Option<&[u8]>) -> Result<Verified, IngestError> {
+    if !(200..300).contains(&h.status) || http::HeaderValue::from_str(&h.content_type).is_err() {
+        return Err(IngestError::AdapterUnavailable(
+            "invalid handshake answer".into(),
+        ));
+    }
+    let mut body = Vec::new();
+    for part in h.body {
+        match part {
+            AnswerPart::Literal(bytes) => body.extend_from_slice(&bytes),
+            AnswerPart::HmacSha256Hex(message) => {
+                let key = secret.ok_or_else(|| {
+                    IngestError::AdapterUnavailable(
+                        "handshake asks for a MAC, but no secret verified the request".into(),
+                    )
+                })?;
+                body.extend_from_slice(verify::hmac_sha256_hex(key, &message).as_bytes());
+            }
+        }
+    }
+    Ok(Verified::Done(Outcome::Handshake(adapter::Answer {
+        status: h.status,
+        content_type: h.content_type,
+        body,
+    })))
 }
 
 fn unsupported(endpoint: &EndpointConfig, detail: String) -> Result<Verified, IngestError> {
@@ -450,6 +522,7 @@ fn to_event(
         object_id: e.object_id,
         object_version,
         created_at,
+        payload_span: e.span.map(|s| (s.start as i64, s.end as i64)),
     })
 }
 

@@ -19,6 +19,9 @@ pub struct NewEvent {
     pub object_id: Option<String>,
     pub object_version: Option<StoredVersion>,
     pub created_at: Option<OffsetDateTime>,
+    /// Byte offsets into the submission's payload, start inclusive, end exclusive; None = the
+    /// whole body.
+    pub payload_span: Option<(i64, i64)>,
 }
 
 /// An object version as the inbox stores it (`object_version_kind`, `object_version`): the

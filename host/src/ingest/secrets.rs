@@ -19,7 +19,7 @@ use serde::Deserialize;
 use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
-use crate::adapter::KeyEncoding;
+use crate::adapter::{KeyEncoding, PublicKeyEncoding};
 
 /// How often the file is re-read even without a change notification (network filesystems and
 /// some container mounts do not deliver inotify events); `WHARF_WATCH_POLL_MS` overrides it.
@@ -31,10 +31,38 @@ pub const SECRETS_QUIET: Duration = Duration::from_millis(200);
 /// At start, how many quiet spells to wait for a file that keeps changing before giving up.
 const START_ATTEMPTS: u32 = 50;
 
-/// A decoded key with the version it came from. Never printed.
+/// A decoded secret (an HMAC key or a shared token) with the version it came from. Never
+/// printed.
 pub struct TrustedKey {
     pub version: String,
     pub key: Vec<u8>,
+}
+
+/// A parsed public key (Ed25519 or P-256) with the version it came from.
+#[derive(Debug)]
+pub struct TrustedPublicKey {
+    pub version: String,
+    pub key: PublicKey,
+}
+
+#[derive(Debug, Clone)]
+pub enum PublicKey {
+    Ed25519(ed25519_dalek::VerifyingKey),
+    P256(p256::ecdsa::VerifyingKey),
+}
+
+/// A set's unexpired versions, newest first: its secret `value`s and its `public_key`s.
+#[derive(Debug, Default)]
+pub struct KeySet {
+    pub secrets: Vec<TrustedKey>,
+    pub public_keys: Vec<TrustedPublicKey>,
+}
+
+/// How an adapter reads a set's versions (it declares both in `describe`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct KeyEncodings {
+    pub secret: KeyEncoding,
+    pub public_key: Option<PublicKeyEncoding>,
 }
 
 impl std::fmt::Debug for TrustedKey {
@@ -60,9 +88,9 @@ pub enum SecretsError {
         encoding: KeyEncoding,
     },
     #[error(
-        "secret set {set:?} version {version:?} has no `value` (public keys are not verified yet)"
+        "secret set {set:?} version {version:?} has a `public_key` this endpoint's adapter cannot read (it declares no public-key encoding, or the key is not Ed25519 or P-256 in that encoding)"
     )]
-    NoValue { set: String, version: String },
+    BadPublicKey { set: String, version: String },
 }
 
 #[derive(Deserialize)]
@@ -77,6 +105,7 @@ struct RawVersion {
 struct SecretVersion {
     version: String,
     value: Option<String>,
+    public_key: Option<String>,
     expires_at: Option<OffsetDateTime>,
 }
 
@@ -115,6 +144,7 @@ impl Secrets {
                 parsed.push(SecretVersion {
                     version: v.version,
                     value: v.value,
+                    public_key: v.public_key,
                     expires_at,
                 });
             }
@@ -158,6 +188,55 @@ pub fn decode_key(value: &str, encoding: KeyEncoding) -> Option<Vec<u8>> {
     (!key.is_empty()).then_some(key)
 }
 
+/// A public key as written in the secrets file, in the adapter's declared encoding: Ed25519 as
+/// 32 raw bytes, P-256 as a SEC1 point, or either as a DER SubjectPublicKeyInfo (PEM armour
+/// accepted).
+pub fn decode_public_key(value: &str, encoding: PublicKeyEncoding) -> Option<PublicKey> {
+    use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD};
+    use ed25519_dalek::pkcs8::DecodePublicKey as _;
+    let b64 = |s: &str| {
+        STANDARD
+            .decode(s)
+            .or_else(|_| STANDARD_NO_PAD.decode(s))
+            .ok()
+    };
+    let raw = |bytes: Vec<u8>| match bytes.len() {
+        32 => ed25519_dalek::VerifyingKey::from_bytes(&bytes.try_into().ok()?)
+            .ok()
+            .map(PublicKey::Ed25519),
+        33 | 65 => p256::ecdsa::VerifyingKey::from_sec1_bytes(&bytes)
+            .ok()
+            .map(PublicKey::P256),
+        _ => None,
+    };
+    match encoding {
+        PublicKeyEncoding::WhpkBase64 => {
+            let bytes = b64(value.strip_prefix("whpk_")?)?;
+            ed25519_dalek::VerifyingKey::from_bytes(&bytes.try_into().ok()?)
+                .ok()
+                .map(PublicKey::Ed25519)
+        }
+        PublicKeyEncoding::Hex => raw(hex::decode(value.trim()).ok()?),
+        PublicKeyEncoding::Base64 => raw(b64(value.trim())?),
+        PublicKeyEncoding::SpkiDerBase64 => {
+            let armoured: String = value
+                .lines()
+                .filter(|l| !l.starts_with("-----"))
+                .flat_map(|l| l.chars().filter(|c| !c.is_whitespace()))
+                .collect();
+            let der = b64(&armoured)?;
+            ed25519_dalek::VerifyingKey::from_public_key_der(&der)
+                .map(PublicKey::Ed25519)
+                .ok()
+                .or_else(|| {
+                    p256::ecdsa::VerifyingKey::from_public_key_der(&der)
+                        .ok()
+                        .map(PublicKey::P256)
+                })
+        }
+    }
+}
+
 /// One read of the file: its text, or why it could not be read.
 type Read = Result<String, String>;
 
@@ -168,46 +247,55 @@ fn read(path: &Path) -> Read {
 /// Where verification gets an endpoint's trusted keys: the live secrets file when serving, a
 /// fixture's own secret set under `wharf adapter test`.
 pub trait KeySource: Send + Sync {
-    /// The set's unexpired versions, newest first, decoded for the adapter's encoding.
+    /// The set's unexpired versions, newest first, decoded for the adapter's encodings.
     fn keys(
         &self,
         set: &str,
-        encoding: KeyEncoding,
+        encodings: KeyEncodings,
         now: OffsetDateTime,
-    ) -> Result<Vec<TrustedKey>, SecretsError>;
+    ) -> Result<KeySet, SecretsError>;
 }
 
 impl KeySource for Secrets {
     fn keys(
         &self,
         set: &str,
-        encoding: KeyEncoding,
+        encodings: KeyEncodings,
         now: OffsetDateTime,
-    ) -> Result<Vec<TrustedKey>, SecretsError> {
+    ) -> Result<KeySet, SecretsError> {
         let versions = self
             .sets
             .get(set)
             .ok_or_else(|| SecretsError::UnknownSet(set.to_owned()))?;
-        let keys: Vec<TrustedKey> = versions
+        let mut keys = KeySet::default();
+        // Any version that cannot be read fails the whole set closed: skipping it could drop
+        // the one version an operator meant to trust, or keep one meant to be replaced.
+        for v in versions
             .iter()
             .filter(|v| v.expires_at.is_none_or(|at| at > now))
-            .map(|v| {
-                let value = v.value.as_deref().ok_or_else(|| SecretsError::NoValue {
-                    set: set.to_owned(),
-                    version: v.version.clone(),
+        {
+            let version = v.version.clone();
+            if let Some(value) = &v.value {
+                let key = decode_key(value, encodings.secret).ok_or_else(|| {
+                    SecretsError::Undecodable {
+                        set: set.to_owned(),
+                        version: version.clone(),
+                        encoding: encodings.secret,
+                    }
                 })?;
-                let key = decode_key(value, encoding).ok_or_else(|| SecretsError::Undecodable {
-                    set: set.to_owned(),
-                    version: v.version.clone(),
-                    encoding,
-                })?;
-                Ok(TrustedKey {
-                    version: v.version.clone(),
-                    key,
-                })
-            })
-            .collect::<Result<_, _>>()?;
-        if keys.is_empty() {
+                keys.secrets.push(TrustedKey { version, key });
+            } else if let Some(public_key) = &v.public_key {
+                let key = encodings
+                    .public_key
+                    .and_then(|e| decode_public_key(public_key, e))
+                    .ok_or_else(|| SecretsError::BadPublicKey {
+                        set: set.to_owned(),
+                        version: version.clone(),
+                    })?;
+                keys.public_keys.push(TrustedPublicKey { version, key });
+            }
+        }
+        if keys.secrets.is_empty() && keys.public_keys.is_empty() {
             return Err(SecretsError::AllExpired(set.to_owned()));
         }
         Ok(keys)
@@ -218,11 +306,11 @@ impl KeySource for SecretStore {
     fn keys(
         &self,
         set: &str,
-        encoding: KeyEncoding,
+        encodings: KeyEncodings,
         now: OffsetDateTime,
-    ) -> Result<Vec<TrustedKey>, SecretsError> {
+    ) -> Result<KeySet, SecretsError> {
         match &**self.current.load() {
-            Ok(secrets) => secrets.keys(set, encoding, now),
+            Ok(secrets) => secrets.keys(set, encodings, now),
             Err(e) => Err(SecretsError::FileUnreadable(e.clone())),
         }
     }
@@ -377,6 +465,92 @@ value = "abc"
 expires_at = 2020-01-01T00:00:00Z
 "#;
 
+    fn enc(secret: KeyEncoding) -> KeyEncodings {
+        KeyEncodings {
+            secret,
+            public_key: None,
+        }
+    }
+
+    #[test]
+    fn public_keys_in_every_declared_encoding() {
+        use base64::engine::general_purpose::STANDARD;
+        use ed25519_dalek::pkcs8::EncodePublicKey as _;
+        let ed = ed25519_dalek::SigningKey::from_bytes(&[7; 32]).verifying_key();
+        let p = p256::ecdsa::SigningKey::from_slice(&[9; 32])
+            .unwrap()
+            .verifying_key()
+            .to_owned();
+        let ed_der = STANDARD.encode(ed.to_public_key_der().unwrap().as_bytes());
+        let p_der = STANDARD.encode(
+            p256::pkcs8::EncodePublicKey::to_public_key_der(&p256::PublicKey::from(&p))
+                .unwrap()
+                .as_bytes(),
+        );
+        let p_sec1 = p.to_encoded_point(false);
+        let cases = [
+            (
+                format!("whpk_{}", STANDARD.encode(ed.as_bytes())),
+                PublicKeyEncoding::WhpkBase64,
+                true,
+            ),
+            (hex::encode(ed.as_bytes()), PublicKeyEncoding::Hex, true),
+            (
+                STANDARD.encode(ed.as_bytes()),
+                PublicKeyEncoding::Base64,
+                true,
+            ),
+            (ed_der.clone(), PublicKeyEncoding::SpkiDerBase64, true),
+            (
+                hex::encode(p_sec1.as_bytes()),
+                PublicKeyEncoding::Hex,
+                false,
+            ),
+            (p_der.clone(), PublicKeyEncoding::SpkiDerBase64, false),
+            (
+                format!("-----BEGIN PUBLIC KEY-----\n{p_der}\n-----END PUBLIC KEY-----\n"),
+                PublicKeyEncoding::SpkiDerBase64,
+                false,
+            ),
+        ];
+        for (text, encoding, is_ed) in cases {
+            match decode_public_key(&text, encoding) {
+                Some(PublicKey::Ed25519(k)) if is_ed => assert_eq!(k, ed),
+                Some(PublicKey::P256(k)) if !is_ed => assert_eq!(k, p),
+                other => panic!("{text} as {encoding:?}: {other:?}"),
+            }
+        }
+        for (text, encoding) in [
+            (
+                STANDARD.encode(ed.as_bytes()),
+                PublicKeyEncoding::WhpkBase64,
+            ),
+            ("whpk_AAAA".to_owned(), PublicKeyEncoding::WhpkBase64),
+            (hex::encode([1u8; 31]), PublicKeyEncoding::Hex),
+            (ed_der[4..].to_owned(), PublicKeyEncoding::SpkiDerBase64),
+        ] {
+            assert!(decode_public_key(&text, encoding).is_none(), "{text}");
+        }
+
+        // A set with a public key: read with a declared encoding, refused (closed) without.
+        let file = format!(
+            "[[pk]]\nversion = \"a\"\npublic_key = \"whpk_{}\"\n",
+            STANDARD.encode(ed.as_bytes())
+        );
+        let s = Secrets::parse(&file).unwrap();
+        let now = OffsetDateTime::UNIX_EPOCH;
+        let with = KeyEncodings {
+            secret: KeyEncoding::Raw,
+            public_key: Some(PublicKeyEncoding::WhpkBase64),
+        };
+        let keys = s.keys("pk", with, now).unwrap();
+        assert_eq!((keys.secrets.len(), keys.public_keys.len()), (0, 1));
+        assert!(matches!(
+            s.keys("pk", enc(KeyEncoding::Raw), now),
+            Err(SecretsError::BadPublicKey { .. })
+        ));
+    }
+
     #[test]
     fn versions_newest_first_and_expiry() {
         let s = Secrets::parse(FILE).unwrap();
@@ -385,26 +559,32 @@ expires_at = 2020-01-01T00:00:00Z
             &time::format_description::well_known::Rfc3339,
         )
         .unwrap();
-        let keys = s.keys("s", KeyEncoding::WhsecBase64, before).unwrap();
+        let keys = s.keys("s", enc(KeyEncoding::WhsecBase64), before).unwrap();
         assert_eq!(
-            keys.iter().map(|k| k.version.as_str()).collect::<Vec<_>>(),
+            keys.secrets
+                .iter()
+                .map(|k| k.version.as_str())
+                .collect::<Vec<_>>(),
             ["new", "old"]
         );
         let after = before + time::Duration::days(2);
         assert_eq!(
-            s.keys("s", KeyEncoding::WhsecBase64, after).unwrap().len(),
+            s.keys("s", enc(KeyEncoding::WhsecBase64), after)
+                .unwrap()
+                .secrets
+                .len(),
             1
         );
         assert_eq!(
-            s.keys("gone", KeyEncoding::Raw, before).unwrap_err(),
+            s.keys("gone", enc(KeyEncoding::Raw), before).unwrap_err(),
             SecretsError::AllExpired("gone".into())
         );
         assert!(matches!(
-            s.keys("s", KeyEncoding::Hex, before),
+            s.keys("s", enc(KeyEncoding::Hex), before),
             Err(SecretsError::Undecodable { .. })
         ));
         assert_eq!(
-            s.keys("nope", KeyEncoding::Raw, before).unwrap_err(),
+            s.keys("nope", enc(KeyEncoding::Raw), before).unwrap_err(),
             SecretsError::UnknownSet("nope".into())
         );
     }

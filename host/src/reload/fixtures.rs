@@ -4,8 +4,10 @@
 //! A fixtures folder holds one folder per case:
 //!
 //! ```text
-//! <case>/request.toml   now (Unix seconds), headers as [name, value] pairs in order,
-//!                       optional query, optional [endpoint] settings, the [[secret]] set
+//! <case>/request.toml   now (Unix seconds), optional method ("POST" or "GET"), headers as
+//!                       [name, value] pairs in order, optional query, optional [endpoint]
+//!                       (public_url, tolerances, settings), the [[secret]] set, and any
+//!                       further sets the checks name as [[secrets.<slot>]]
 //! <case>/body           the exact raw body bytes
 //! <case>/expected.toml  outcome = "accepted" (with [[event]]s), "handshake", "ignored",
 //!                       or "rejected" with the error code the receiver would answer
@@ -57,6 +59,8 @@ const EXCERPT_LINE_CHARS: usize = 200;
 struct RequestFile {
     /// The fixed clock: freshness and secret expiry are judged at this instant.
     now: i64,
+    /// `POST` (the default) or `GET`.
+    method: Option<String>,
     /// `[name, value]` pairs, in order; a repeated name is sent twice.
     headers: Vec<(String, String)>,
     query: Option<String>,
@@ -64,6 +68,9 @@ struct RequestFile {
     endpoint: EndpointFile,
     /// The endpoint's secret set, newest first, exactly as in the secrets file.
     secret: Vec<toml::Table>,
+    /// Further sets by slot (`check.key`), each newest first.
+    #[serde(default)]
+    secrets: std::collections::BTreeMap<String, Vec<toml::Table>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -75,6 +82,8 @@ struct EndpointFile {
     future_tolerance_secs: Option<u64>,
     #[serde(default)]
     unsupported_types: UnsupportedTypes,
+    #[serde(default)]
+    settings: std::collections::BTreeMap<String, String>,
 }
 
 /// An outcome, as written in `expected.toml` and as computed; compared whole.
@@ -112,6 +121,9 @@ pub struct ExpectedEvent {
     /// When the provider created the event, Unix seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_at: Option<i64>,
+    /// The event's slice of a batch body, `[start, end)` byte offsets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub span: Option<[i64; 2]>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -364,6 +376,25 @@ async fn run_case_in(
         FIXTURE_SET.into(),
         toml::Value::Array(request.secret.into_iter().map(Into::into).collect()),
     );
+    let mut slots = std::collections::BTreeMap::new();
+    for (slot, versions) in request.secrets {
+        let set = format!("{FIXTURE_SET}.{slot}");
+        sets.insert(
+            set.clone(),
+            toml::Value::Array(versions.into_iter().map(Into::into).collect()),
+        );
+        slots.insert(slot, set);
+    }
+    let method = match request.method.as_deref() {
+        None | Some("POST") => http::Method::POST,
+        Some("GET") => http::Method::GET,
+        Some(other) => anyhow::bail!("request.toml: method {other:?} is not POST or GET"),
+    };
+    // As the HTTP route does: a GET reaches only an adapter that serves one.
+    anyhow::ensure!(
+        method == http::Method::POST || adapter.info.serves_get,
+        "request.toml: method GET, but the adapter does not serve GET (the receiver answers 405)"
+    );
     let secrets = Secrets::parse(&toml::to_string(&sets)?)
         .map_err(|e| anyhow::anyhow!("request.toml [[secret]]: {e}"))?;
     let now = OffsetDateTime::from_unix_timestamp(request.now)?;
@@ -380,6 +411,8 @@ async fn run_case_in(
             unsupported_types: e.unsupported_types,
             rate_limit: None,
             max_attempts: None,
+            secrets: slots,
+            settings: Arc::new(e.settings),
         }),
         adapter: Arc::clone(adapter),
         max_body_bytes: u64::MAX,
@@ -389,6 +422,7 @@ async fn run_case_in(
         &admitted,
         &secrets,
         now,
+        method,
         Arc::new(headers),
         request.query.as_deref(),
         body,
@@ -451,6 +485,7 @@ fn outcome_of(result: Result<Verified, crate::ingest::IngestError>) -> Expected 
                         _ => None,
                     },
                     created_at: e.created_at.map(OffsetDateTime::unix_timestamp),
+                    span: e.payload_span.map(|(a, b)| [a, b]),
                 })
                 .collect();
         }
@@ -552,6 +587,7 @@ mod tests {
             sequence: None,
             version_created_at: None,
             created_at: None,
+            span: None,
         };
         let expected = Expected {
             outcome: "accepted".into(),

@@ -63,7 +63,7 @@ fn signed(req: &Request, message: Vec<Part>) -> Prepared {
         .header("x-sig")
         .and_then(|v| hex_decode(&v))
         .unwrap_or_else(|| vec![0; 32]);
-    check(message, vec![signature]).timestamped(timestamp(req))
+    check(Algorithm::HmacSha256, message, vec![signature]).timestamped(timestamp(req))
 }
 
 fn timestamp(req: &Request) -> i64 {

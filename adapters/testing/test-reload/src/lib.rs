@@ -31,7 +31,7 @@ impl Guest for TestReload {
             .strip_prefix(b"sha256=")
             .ok_or_else(|| invalid("expected sha256="))?;
         let signature = hex_decode(hex).ok_or_else(|| invalid("not hex"))?;
-        Ok(check(vec![Part::RawBody], vec![signature]).into())
+        Ok(check(Algorithm::HmacSha256, vec![Part::RawBody], vec![signature]).into())
     }
 
     fn parse(req: &Request) -> Result<Parsed, Rejection> {
