@@ -450,6 +450,7 @@ fn to_event(
         object_id: e.object_id,
         object_version,
         created_at,
+        payload_span: None,
     })
 }
 
