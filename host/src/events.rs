@@ -72,7 +72,8 @@ pub async fn show(
         "SELECT to_jsonb(e) FROM (
              SELECT inbox_id, provider, endpoint_id, provider_event_id, event_type, object_id,
                     object_version_kind, object_version, provider_created_at, received_at,
-                    encode(payload_hash, 'hex') AS payload_sha256, matched_secret_version,
+                    encode(payload_hash, 'hex') AS payload_sha256, payload_start, payload_end,
+                    matched_secret_version,
                     status, outcome, attempt_count, next_attempt_at, lease_until, processed_at,
                     last_error
              FROM webhook_inbox WHERE inbox_id = $1) e",
@@ -102,13 +103,21 @@ pub async fn show(
     .await?;
     event["processed_marker"] = processed.unwrap_or(serde_json::Value::Null);
     if with_payload {
+        // The event's own span of a batch's body (as processing and deliveries see it), or
+        // the whole body; none when the body is gone or the span lies past its end.
         let body: Option<Vec<u8>> = sqlx::query_scalar(
-            "SELECT p.body FROM webhook_payloads p JOIN webhook_inbox i
+            "SELECT CASE WHEN i.payload_start IS NULL THEN p.body
+                         WHEN i.payload_end <= octet_length(p.body)
+                         THEN substring(p.body from (i.payload_start + 1)::int
+                                               for (i.payload_end - i.payload_start)::int)
+                    END
+             FROM webhook_payloads p JOIN webhook_inbox i
              ON i.raw_payload_ref = p.payload_ref WHERE i.inbox_id = $1",
         )
         .bind(inbox_id)
         .fetch_optional(pool)
-        .await?;
+        .await?
+        .flatten();
         event["payload"] = match body {
             None => serde_json::Value::Null,
             Some(bytes) => match String::from_utf8(bytes) {

@@ -196,3 +196,91 @@ async fn past_capacity_a_request_is_refused_before_its_signature_is_checked() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn events_of_one_batch_keep_their_spans_and_a_shared_event_keeps_its_owners() {
+    use bytes::Bytes;
+    use std::sync::Arc;
+    use wharf::ingest::{Acceptance, CommitSettings, NewEvent, Store, Submission};
+    use wharf::support::metrics::Metrics;
+
+    let url = fresh_database().await;
+    let metrics = Arc::new(Metrics::default());
+    let store = Store::connect_lazy(&url, 4, std::time::Duration::from_secs(2))
+        .unwrap()
+        .with_group_commit(
+            CommitSettings {
+                writers: 1,
+                max_wait: std::time::Duration::from_millis(200),
+                ..CommitSettings::default()
+            },
+            Arc::clone(&metrics),
+        );
+    store.migrate().await.unwrap();
+    let event = |id: &str, span: Option<(i64, i64)>| NewEvent {
+        provider: "stripe".into(),
+        endpoint_id: "stripe".into(),
+        event_id: id.into(),
+        event_type: "charge.succeeded".into(),
+        object_id: None,
+        object_version: None,
+        created_at: None,
+        payload_span: span,
+    };
+    let submission = |body: &'static str, events| Submission {
+        payload: Bytes::from_static(body.as_bytes()),
+        matched_secret_version: "v1".into(),
+        events,
+    };
+    // Two requests queued together; "evt_shared" is in both, with different spans.
+    let (first, second) = tokio::join!(
+        store.accept(submission(
+            "[{\"a\":1},{\"s\":1}]",
+            vec![
+                event("evt_first", Some((1, 8))),
+                event("evt_shared", Some((9, 16)))
+            ],
+        )),
+        store.accept(submission(
+            "[{\"s\":1},{\"b\":2}]",
+            vec![event("evt_shared", Some((1, 8))), event("evt_second", None)],
+        )),
+    );
+    let (first, second) = (first.unwrap(), second.unwrap());
+    assert!(
+        metrics
+            .render()
+            .contains("wharf_accept_batch_events_count 1"),
+        "one transaction"
+    );
+    assert!(matches!(first[1], Acceptance::Accepted(_)));
+    assert_eq!(second[0], Acceptance::Duplicate(first[1].inbox_id()));
+
+    let db = sqlx::PgPool::connect(&url).await.unwrap();
+    // Each row's span, and the body it points into: the shared event keeps its first
+    // request's span and payload.
+    type Stored = (String, Option<i64>, Option<i64>, Vec<u8>);
+    let rows: Vec<Stored> = sqlx::query_as(
+        "SELECT i.provider_event_id, i.payload_start, i.payload_end, p.body
+         FROM webhook_inbox i JOIN webhook_payloads p ON p.payload_ref = i.raw_payload_ref
+         ORDER BY i.provider_event_id",
+    )
+    .fetch_all(&db)
+    .await
+    .unwrap();
+    let first_body = b"[{\"a\":1},{\"s\":1}]".to_vec();
+    let second_body = b"[{\"s\":1},{\"b\":2}]".to_vec();
+    assert_eq!(
+        rows,
+        vec![
+            ("evt_first".into(), Some(1), Some(8), first_body.clone()),
+            ("evt_second".into(), None, None, second_body),
+            ("evt_shared".into(), Some(9), Some(16), first_body),
+        ]
+    );
+    assert_eq!(
+        scalar_i64(&db, "SELECT count(*) FROM webhook_payloads").await,
+        2,
+        "each body once"
+    );
+}

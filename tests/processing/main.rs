@@ -15,3 +15,4 @@ mod nats;
 mod once;
 mod operators;
 mod ordering;
+mod spans;

@@ -7,8 +7,9 @@
 //! of the result, only after the commit.
 //!
 //! Duplicates inside a batch are resolved here, before the database sees them: one row per
-//! logical event, owned by its first occurrence, whose payload backs it. Rows go in key order,
-//! so concurrent batches take their unique-index locks in the same order and cannot deadlock.
+//! logical event, owned by its first occurrence, whose payload (and span of it) backs it. Rows
+//! go in key order, so concurrent batches take their unique-index locks in the same order and
+//! cannot deadlock.
 //! A batch the database refuses (a trigger, a constraint) is split in halves until the request
 //! at fault fails alone: one bad row never fails its neighbours.
 
@@ -249,17 +250,20 @@ async fn insert(pool: &PgPool, batch: &[Pending]) -> Result<Vec<Vec<Acceptance>>
         "WITH rows AS (
             SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[],
                 $6::text[], $7::text[], $8::bigint[], $9::timestamptz[], $10::uuid[],
-                $11::bytea[], $12::text[], $13::uuid[], $14::text[])
+                $11::bytea[], $12::text[], $13::uuid[], $14::text[], $15::bigint[],
+                $16::bigint[])
             AS r(inbox_id, provider, endpoint_id, provider_event_id, event_type, object_id,
                 object_version_kind, object_version, provider_created_at, raw_payload_ref,
-                payload_hash, matched_secret_version, outbox_id, topic)
+                payload_hash, matched_secret_version, outbox_id, topic, payload_start,
+                payload_end)
         ), ins AS (
             INSERT INTO webhook_inbox (inbox_id, provider, endpoint_id, provider_event_id,
                 event_type, object_id, object_version_kind, object_version, provider_created_at,
-                raw_payload_ref, payload_hash, matched_secret_version)
+                raw_payload_ref, payload_hash, matched_secret_version, payload_start,
+                payload_end)
             SELECT inbox_id, provider, endpoint_id, provider_event_id, event_type, object_id,
                 object_version_kind, object_version, provider_created_at, raw_payload_ref,
-                payload_hash, matched_secret_version
+                payload_hash, matched_secret_version, payload_start, payload_end
             FROM rows
             ON CONFLICT ON CONSTRAINT webhook_inbox_logical_event DO NOTHING
             RETURNING inbox_id, raw_payload_ref
@@ -267,9 +271,10 @@ async fn insert(pool: &PgPool, batch: &[Pending]) -> Result<Vec<Vec<Acceptance>>
             INSERT INTO webhook_outbox (outbox_id, inbox_id, topic)
             SELECT rows.outbox_id, rows.inbox_id, rows.topic FROM rows JOIN ins USING (inbox_id)
         ), payloads AS (
+            -- Once per request, whatever number of its events (and their spans) it backs.
             INSERT INTO webhook_payloads (payload_ref, body)
             SELECT p.payload_ref, p.body
-            FROM unnest($15::uuid[], $16::bytea[]) AS p(payload_ref, body)
+            FROM unnest($17::uuid[], $18::bytea[]) AS p(payload_ref, body)
             WHERE p.payload_ref IN (SELECT raw_payload_ref FROM ins)
         )
         SELECT inbox_id FROM ins",
@@ -288,6 +293,8 @@ async fn insert(pool: &PgPool, batch: &[Pending]) -> Result<Vec<Vec<Acceptance>>
     .bind(columns.secret_versions)
     .bind(columns.outbox_ids)
     .bind(columns.topics)
+    .bind(columns.payload_starts)
+    .bind(columns.payload_ends)
     .bind(column(batch, |p| p.payload_ref))
     .bind(
         batch
@@ -364,6 +371,10 @@ struct Columns<'a> {
     secret_versions: Vec<&'a str>,
     outbox_ids: Vec<Uuid>,
     topics: Vec<String>,
+    /// The owning occurrence's span: a copy of the event in a later request is answered
+    /// `duplicate`, and the row points into the owner's payload.
+    payload_starts: Vec<Option<i64>>,
+    payload_ends: Vec<Option<i64>>,
 }
 
 impl<'a> Columns<'a> {
@@ -384,6 +395,8 @@ impl<'a> Columns<'a> {
             secret_versions: Vec::with_capacity(n),
             outbox_ids: Vec::with_capacity(n),
             topics: Vec::with_capacity(n),
+            payload_starts: Vec::with_capacity(n),
+            payload_ends: Vec::with_capacity(n),
         };
         for &r in order {
             let Row {
@@ -415,6 +428,9 @@ impl<'a> Columns<'a> {
                 &event.endpoint_id,
                 &event.event_type,
             ));
+            c.payload_starts
+                .push(event.payload_span.map(|(start, _)| start));
+            c.payload_ends.push(event.payload_span.map(|(_, end)| end));
         }
         c
     }

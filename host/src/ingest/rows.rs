@@ -19,8 +19,10 @@ pub struct NewEvent {
     pub object_id: Option<String>,
     pub object_version: Option<StoredVersion>,
     pub created_at: Option<OffsetDateTime>,
-    /// Byte offsets into the submission's payload, start inclusive, end exclusive; None = the
-    /// whole body.
+    /// This event's bytes within the submission's payload, `(start, end)`: offsets from the
+    /// body's first byte, start inclusive, end exclusive, `0 <= start <= end <= len`. A batch
+    /// (one body, several events) names each event's item so processing and deliveries see
+    /// only that item; `None` means the whole body. The pipeline validates it.
     pub payload_span: Option<(i64, i64)>,
 }
 
@@ -32,7 +34,8 @@ pub enum StoredVersion {
     CreatedAt(i64),
 }
 
-/// Events that arrived in one verified request, sharing one raw payload.
+/// Events that arrived in one verified request, sharing one raw payload (stored once; each
+/// event may name its own span of it).
 #[derive(Debug, Clone)]
 pub struct Submission {
     pub payload: Bytes,

@@ -3,7 +3,8 @@
 //! took it (HTTP 2xx, or the JetStream acknowledgement), so a crash in between sends it
 //! again, with the same idempotency key (the inbox id) for the receiver to deduplicate.
 //!
-//! - `http`: `POST` of the verified event document as received, with `Idempotency-Key`,
+//! - `http`: `POST` of the verified event document as received (the event's own span of a
+//!   batch's body, or the whole body), with `Idempotency-Key`,
 //!   `Wharf-Event-Id`, `Wharf-Event-Type` and `Wharf-Endpoint` headers. Any answer but 2xx,
 //!   a connection error or the route's timeout is a failed attempt. Redirects are never
 //!   followed (following one would turn the `POST` into a body-less `GET`, or send the event
@@ -66,7 +67,8 @@ struct Claimed {
     endpoint_id: String,
     event_id: String,
     event_type: String,
-    body: Option<Vec<u8>>,
+    /// The event's bytes, or why they cannot be had (both poison: retrying cannot help).
+    body: Result<Vec<u8>, &'static str>,
 }
 
 /// Which deliveries a relay sends.
@@ -214,8 +216,15 @@ impl DeliveryRelay {
                            d.max_attempts, d.claim_id
              )
              SELECT c.delivery_id, c.inbox_id, c.sink, c.target, c.attempt_count,
-                    c.max_attempts, i.endpoint_id, i.provider_event_id, i.event_type, pl.body,
-                    c.claim_id
+                    c.max_attempts, i.endpoint_id, i.provider_event_id, i.event_type,
+                    -- only the event's span (substring counts from 1); NULL when it lies past
+                    -- the body's end, tested first so the int casts cannot overflow
+                    CASE WHEN i.payload_start IS NULL THEN pl.body
+                         WHEN i.payload_end <= octet_length(pl.body)
+                         THEN substring(pl.body from (i.payload_start + 1)::int
+                                                for (i.payload_end - i.payload_start)::int)
+                    END,
+                    c.claim_id, pl.payload_ref IS NOT NULL
              FROM claimed c
              JOIN webhook_inbox i ON i.inbox_id = c.inbox_id
              LEFT JOIN webhook_payloads pl ON pl.payload_ref = i.raw_payload_ref",
@@ -241,7 +250,11 @@ impl DeliveryRelay {
                 endpoint_id: r.get(6),
                 event_id: r.get(7),
                 event_type: r.get(8),
-                body: r.get(9),
+                body: match (r.get::<Option<Vec<u8>>, _>(9), r.get::<bool, _>(11)) {
+                    (Some(body), _) => Ok(body),
+                    (None, true) => Err("event span lies outside the stored payload"),
+                    (None, false) => Err("payload no longer stored (past retention)"),
+                },
                 claim_id: r.get(10),
             })
             .collect())
@@ -308,11 +321,10 @@ impl DeliveryRelay {
     }
 
     async fn send(&self, d: &Claimed) -> Result<(), Failure> {
-        let Some(body) = &d.body else {
-            return Err(Failure::Permanent(
-                "payload no longer stored (past retention)".into(),
-            ));
-        };
+        let body = d
+            .body
+            .as_ref()
+            .map_err(|&why| Failure::Permanent(why.into()))?;
         let timeout = self.timeout_for(&d.sink, &d.target);
         let key = d.inbox_id.to_string();
         let headers = wharf_headers(d)?;

@@ -42,6 +42,8 @@ pub struct Claim {
     pub version_kind: Option<String>,
     pub version: Option<i64>,
     pub payload_ref: Uuid,
+    /// The event's byte range of the payload (`payload_start`, `payload_end`); `None`: all of it.
+    pub payload_span: Option<(i64, i64)>,
     pub attempt: i32,
     pub claim_id: Uuid,
 }
@@ -309,7 +311,7 @@ impl Worker {
              WHERE i.inbox_id = due.inbox_id
              RETURNING i.inbox_id, i.provider, i.endpoint_id, i.provider_event_id, i.event_type,
                        i.object_id, i.object_version_kind, i.object_version, i.raw_payload_ref,
-                       i.attempt_count, i.claim_id",
+                       i.attempt_count, i.claim_id, i.payload_start, i.payload_end",
         )
         .bind(i64::from(w.batch_size))
         .bind(w.lease_secs as f64)
@@ -327,6 +329,8 @@ impl Worker {
                 version_kind: r.get(6),
                 version: r.get(7),
                 payload_ref: r.get(8),
+                // Both or neither (a CHECK on the table).
+                payload_span: r.get::<Option<i64>, _>(11).zip(r.get::<Option<i64>, _>(12)),
                 attempt: r.get(9),
                 claim_id: r.get(10),
             })
@@ -375,7 +379,9 @@ impl Worker {
     /// worker are left out.
     async fn apply(&self, claims: &[Claim]) -> Result<Committed, ProcessError> {
         let p = &self.processing;
-        // Read before the transaction, so no lock is held while the bodies come in.
+        // Read before the transaction, so no lock is held while the bodies come in. Whole
+        // bodies, each once however many of the batch's events it holds; each event then
+        // takes its own span of it (`event_payload`).
         let refs: Vec<Uuid> = claims.iter().map(|c| c.payload_ref).collect();
         let bodies: HashMap<Uuid, Vec<u8>> = sqlx::query_as::<_, (Uuid, Vec<u8>)>(
             "SELECT payload_ref, body FROM webhook_payloads WHERE payload_ref = ANY($1)",
@@ -397,11 +403,12 @@ impl Worker {
             match held.get(&claim.inbox_id) {
                 None => {}
                 Some(Some(done)) => live.push((i, Some(*done))),
-                Some(None) if bodies.contains_key(&claim.payload_ref) => live.push((i, None)),
-                Some(None) => committed.poisoned.push((
-                    i,
-                    ProcessError::Poison("payload no longer stored (past retention)".into()),
-                )),
+                Some(None) => match event_payload(claim, &bodies) {
+                    Ok(_) => live.push((i, None)),
+                    Err(why) => committed
+                        .poisoned
+                        .push((i, ProcessError::Poison(why.into()))),
+                },
             }
         }
 
@@ -451,7 +458,7 @@ impl Worker {
                 Moved {
                     claim,
                     existing: stored.contains_key(key),
-                    state: bodies.get(&claim.payload_ref).and_then(|b| json_state(b)),
+                    state: event_payload(claim, &bodies).ok().and_then(json_state),
                 }
             })
             .collect();
@@ -735,8 +742,27 @@ async fn write(
     Ok(written as usize)
 }
 
-/// The event document stored in the projection: the payload when it is JSON that Postgres
-/// can hold (`jsonb` refuses `\u0000`), otherwise none.
+/// The event's own bytes: its span of the request's payload, or the whole payload when it has
+/// none. Either failure is poison: retrying cannot bring a body back or lengthen it.
+fn event_payload<'b>(
+    claim: &Claim,
+    bodies: &'b HashMap<Uuid, Vec<u8>>,
+) -> Result<&'b [u8], &'static str> {
+    let body = bodies
+        .get(&claim.payload_ref)
+        .ok_or("payload no longer stored (past retention)")?;
+    let Some((start, end)) = claim.payload_span else {
+        return Ok(body);
+    };
+    usize::try_from(start)
+        .ok()
+        .zip(usize::try_from(end).ok())
+        .and_then(|(start, end)| body.get(start..end))
+        .ok_or("event span lies outside the stored payload")
+}
+
+/// The event document stored in the projection: the event's payload when it is JSON that
+/// Postgres can hold (`jsonb` refuses `\u0000`), otherwise none.
 fn json_state(body: &[u8]) -> Option<String> {
     let value: serde_json::Value = serde_json::from_slice(body).ok()?;
     let text = value.to_string();
