@@ -308,3 +308,125 @@ async fn a_contract_breach_fails_fixtures_check_and_reload_whatever_the_fixture_
     );
     app.shutdown().await;
 }
+
+/// WIT 0.2's forms are declared, and the host holds adapters to them: a slice-only check
+/// (a batch item's form) needs every event to name it; only declared algorithms verify; a token
+/// signs nothing; the URL comes from the endpoint's `public_url` or the check is refused.
+#[tokio::test]
+async fn wit_0_2_forms_are_held_to_their_declarations() {
+    let app = TestApp::builder()
+        .add_adapter("testing/test-misbehave.wasm")
+        .add_endpoints(EVIL)
+        .add_endpoints(
+            "[[endpoint]]\nid = \"evil-url\"\nadapter = \"test-misbehave\"\nsecret = \"github\"\npublic_url = \"https://hooks.example.com/in\"\n",
+        )
+        .start()
+        .await;
+    let ts = now();
+    let refused = |answer: &Answer, what: &str| {
+        assert_eq!(
+            (answer.status, answer.code()),
+            (503, "adapter_unavailable"),
+            "{what}: {answer:?}"
+        );
+    };
+
+    // An item check over the whole body as one slice; the timestamp is inside that slice.
+    let body = format!(r#"{{"ts":{ts},"n":1}}"#).into_bytes();
+    let answer = misbehave(&app, "items", ts, &body, &body).await;
+    refused(&answer, "an event that names no item check");
+    let mut headers = misbehave_headers("items", ts, &body);
+    headers.push(("x-signed-by".into(), "0".into()));
+    let answer = app.post("evil", &refs(&headers), body.clone()).await;
+    assert_eq!(answer.code(), "accepted", "{answer:?}");
+    let (start, end): (Option<i64>, Option<i64>) =
+        sqlx::query_as("SELECT payload_start, payload_end FROM webhook_inbox")
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    assert_eq!((start, end), (Some(0), Some(body.len() as i64)));
+    // The same slice with another MAC does not verify.
+    let answer = misbehave(&app, "items", ts, b"other", &body).await;
+    assert_eq!(answer.status, 401, "{answer:?}");
+
+    let signed = dotted(ts, &body);
+    refused(
+        &misbehave(&app, "undeclared", ts, &signed, &body).await,
+        "an algorithm describe did not declare",
+    );
+    refused(
+        &misbehave(&app, "token-message", ts, &signed, &body).await,
+        "a token check that signs a message",
+    );
+    refused(
+        &misbehave(&app, "url", ts, &signed, &body).await,
+        "the URL signed for an endpoint without public_url",
+    );
+
+    // With a public_url, the URL signed is that URL (plus the query), never the Host header.
+    let url = "https://hooks.example.com/in?x=1";
+    let with_url = [format!("{ts}.{url}").as_bytes(), &body].concat();
+    let answer = app
+        .post(
+            "evil-url?x=1",
+            &refs(&misbehave_headers("url", ts, &with_url)),
+            body.clone(),
+        )
+        .await;
+    assert_eq!(answer.code(), "accepted", "{answer:?}");
+    let forged = [
+        format!("{ts}.http://{}/webhooks/evil-url?x=1", app.addr).as_bytes(),
+        &body,
+    ]
+    .concat();
+    let answer = app
+        .post(
+            "evil-url?x=1",
+            &refs(&misbehave_headers("url", ts, &forged)),
+            body.clone(),
+        )
+        .await;
+    assert_eq!(answer.status, 401, "{answer:?}");
+    assert_eq!(app.count("webhook_inbox").await, 2);
+    app.shutdown().await;
+}
+
+/// GET reaches only adapters that serve it, is answered only with a handshake, and a
+/// handshake's MAC is computed by the host under the secret that verified the request.
+#[tokio::test]
+async fn get_is_a_verified_handshake_or_nothing() {
+    let app = start_evil().await;
+    let ts = now();
+    let get = |endpoint: &str, headers: Vec<(String, String)>| {
+        let mut request = app.client.get(format!("{}/webhooks/{endpoint}", app.base));
+        for (k, v) in headers {
+            request = request.header(k, v);
+        }
+        request.send()
+    };
+    let signed = dotted(ts, b"");
+
+    let mut headers = misbehave_headers("ack", ts, &signed);
+    headers.push(("x-challenge".into(), "abc123".into()));
+    let answer = get("evil", headers.clone()).await.unwrap();
+    assert_eq!(answer.status(), 200);
+    let expected = hex::encode(hmac_sha256(GITHUB_SECRET.as_bytes(), b"abc123"));
+    assert_eq!(answer.text().await.unwrap(), format!("mac={expected}"));
+
+    // A bad signature answers no challenge.
+    let mut bad = misbehave_headers("ack", ts, b"not what is signed");
+    bad.push(("x-challenge".into(), "abc123".into()));
+    let answer = get("evil", bad).await.unwrap();
+    assert_eq!(answer.status(), 401);
+    assert!(!answer.text().await.unwrap().contains(&expected));
+
+    let answer = get("evil", misbehave_headers("get-events", ts, &signed))
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 503, "a GET never stores an event");
+    // Endpoints whose adapter does not serve GET answer 405, as ever.
+    let answer = get("stripe", vec![]).await.unwrap();
+    assert_eq!(answer.status(), 405);
+    assert_eq!(app.count("webhook_inbox").await, 0);
+    app.shutdown().await;
+}

@@ -19,3 +19,4 @@ mod sandbox;
 mod scaffold;
 mod secrets;
 mod vectors;
+mod wit_versions;

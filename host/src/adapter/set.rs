@@ -59,6 +59,8 @@ pub struct FileStatus {
     pub adapter: Option<String>,
     /// The version serving from this file, if any.
     pub version: Option<String>,
+    /// The WIT package the serving version targets (`wharf:adapter@0.1.0` or `@0.2.0`).
+    pub world: Option<String>,
     pub sha256: Option<String>,
     pub loaded_at: Option<String>,
     /// Fixtures that passed before the serving version was swapped in.

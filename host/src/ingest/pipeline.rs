@@ -325,6 +325,19 @@ pub async fn verify_and_parse(
                 .unwrap_or(past);
             (past, future)
         });
+    let inputs = Inputs {
+        body: &body,
+        url: url.as_deref(),
+        query,
+    };
+    // What the adapter described is judged before any key is looked up for it.
+    verify::validate(
+        &prepared,
+        &adapter.info.verifiers,
+        &inputs,
+        tolerance.is_some(),
+    )
+    .map_err(IngestError::AdapterContract)?;
     let encodings = KeyEncodings {
         secret: adapter.info.encoding,
         public_key: adapter.info.public_keys,
@@ -351,11 +364,6 @@ pub async fn verify_and_parse(
             .iter()
             .find(|(s, _)| *s == slot)
             .map_or(&empty, |(_, k)| k)
-    };
-    let inputs = Inputs {
-        body: &body,
-        url: url.as_deref(),
-        query,
     };
     let passed = verify::verify(
         &adapter.info.verifiers,

@@ -165,9 +165,9 @@ fn mac_algorithm(a: Algorithm) -> Option<MacAlgorithm> {
 
 /// What "verified" means, enforced on the adapter's description before any key is used:
 /// bounded work, declared algorithms, the body covered in a declared form, and, when freshness
-/// is checked, the timestamp's decimal text inside one run of literals of every check that
-/// signs (so the freshness that is checked is the freshness that is signed). Returns each
-/// check's coverage.
+/// is checked, the timestamp's decimal text inside one run of literals or one body slice of
+/// every check that signs (so the freshness that is checked is the freshness that is signed).
+/// Returns each check's coverage.
 pub fn validate(
     prepared: &Prepared,
     declared: &[Algorithm],
@@ -277,7 +277,15 @@ pub fn validate(
             return Err(ContractViolation::TimestampNotSigned(0));
         }
         if let Some((i, _)) = signing.find(|(_, (c, _))| {
-            !literal_runs(&c.message).any(|run| memmem::find(&run, decimal).is_some())
+            let in_literals =
+                literal_runs(&c.message).any(|run| memmem::find(&run, decimal).is_some());
+            // A slice of the body is signed bytes too (a batch item carrying its timestamp).
+            let in_slices = c.message.iter().any(|p| match p {
+                Part::BodySpan(s) => slice(0, inputs.body, s)
+                    .is_ok_and(|bytes| memmem::find(bytes, decimal).is_some()),
+                _ => false,
+            });
+            !(in_literals || in_slices)
         }) {
             return Err(ContractViolation::TimestampNotSigned(i));
         }
@@ -897,6 +905,21 @@ mod tests {
             Err(ContractViolation::TimestampNotSigned(0))
         );
         assert!(validated(&unsigned, 10, false).is_ok());
+        // Inside a signed slice of the body it is signed too; somewhere in the raw body is not
+        // enough to say which digits were meant.
+        let body = b"{\"t\":1700000000}";
+        let item = sig_check(vec![Part::BodySpan(Span { start: 5, end: 15 })], ts);
+        assert!(validate(&item, HMAC, &inputs(body), true).is_ok());
+        let elsewhere = sig_check(vec![Part::BodySpan(Span { start: 0, end: 5 })], ts);
+        assert_eq!(
+            validate(&elsewhere, HMAC, &inputs(body), true),
+            Err(ContractViolation::TimestampNotSigned(0))
+        );
+        let raw = sig_check(vec![Part::Literal(b"v1.".to_vec()), Part::RawBody], ts);
+        assert_eq!(
+            validate(&raw, HMAC, &inputs(body), true),
+            Err(ContractViolation::TimestampNotSigned(0))
+        );
     }
 
     #[test]

@@ -263,6 +263,7 @@ impl Reloader {
                     let status = files.entry(file.clone()).or_default();
                     status.state = FileState::Removed;
                     status.version = None;
+                    status.world = None;
                     status.sha256 = None;
                     status.last_error = None;
                     status.last_attempt_sha256 = None;
@@ -321,6 +322,7 @@ impl Reloader {
             next.insert(Arc::clone(adapter));
             status.state = FileState::Serving;
             status.version = Some(adapter.info.version.clone());
+            status.world = Some(adapter.info.world.clone());
             status.sha256 = Some(adapter.sha256.clone());
             status.loaded_at = Some(vetted.loaded_at.clone());
             status.fixtures_passed = vetted.fixtures_passed;
@@ -341,6 +343,7 @@ impl Reloader {
 
 fn clear_serving(status: &mut FileStatus) {
     status.version = None;
+    status.world = None;
     status.sha256 = None;
     status.loaded_at = None;
     status.fixtures_passed = None;

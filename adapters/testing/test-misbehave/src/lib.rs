@@ -12,6 +12,13 @@
 //! signs `<ts>.wharf` and not the body; `ts-unsigned` signs `wharf.<body>` and reports the
 //! timestamp without signing it; `echo` rejects with the body as its detail.
 //!
+//! WIT 0.2 contract: `items` signs the body as one slice (a batch item's form) with the MAC in
+//! `x-sig`, and `parse` names that check only when `x-signed-by` is present; `undeclared`
+//! names an algorithm `describe` does not declare (Ed25519); `token-message` is a token check
+//! that signs a message; `url` signs the endpoint URL then the body (needs a `public_url`);
+//! `get-events` answers a GET with an event instead of a handshake; `ack` (GET) answers a
+//! handshake whose body is the HMAC-SHA256 hex of `x-challenge` under the verifying secret.
+//!
 //! `parse` returns one event whose id is `x-event-id` (default `evt_misbehave`); with
 //! `x-count-calls` present, followed by `-calls-<n>`, where n counts the export calls this
 //! instance has served (its own `prepare` and `parse` make 2 when each request has an instance
@@ -74,7 +81,10 @@ fn timestamp(req: &Request) -> i64 {
 
 impl Guest for TestMisbehave {
     fn describe() -> Description {
-        Description::new("test-misbehave", "0.1.0", Algorithm::HmacSha256).tolerance(300, 300)
+        Description::new("test-misbehave", "0.2.0", Algorithm::HmacSha256)
+            .also(Algorithm::Token)
+            .tolerance(300, 300)
+            .serves_get()
     }
 
     fn prepare(req: &Request) -> Result<Prepared, Rejection> {
@@ -112,6 +122,26 @@ impl Guest for TestMisbehave {
             )),
             b"ts-unsigned" => Ok(signed(req, pieces_then_body(&[b"wharf"], b'.'))),
             b"echo" => Err(invalid(String::from_utf8_lossy(&req.body()))),
+            b"items" => {
+                let len = req.body_len() as usize;
+                Ok(signed(req, vec![Part::BodySpan(span(0, len))]))
+            }
+            b"undeclared" => {
+                let mut p = signed(req, pieces_then_body(&[&ts], b'.'));
+                p.checks[0].algorithm = Algorithm::Ed25519;
+                Ok(p)
+            }
+            b"token-message" => {
+                let mut p = token_check(vec![b"token".to_vec()]).timestamped(timestamp(req));
+                p.checks[0].message = vec![Part::RawBody];
+                Ok(p)
+            }
+            b"url" => Ok(signed(
+                req,
+                vec![Part::Literal([ts.as_slice(), b"."].concat()), Part::Url, Part::RawBody],
+            )),
+            // GET modes: no body, so a check over the (empty) body and the signed timestamp.
+            b"get-events" | b"ack" => Ok(signed(req, pieces_then_body(&[&ts], b'.'))),
             _ => Err(invalid("set x-misbehave")),
         }
     }
@@ -125,6 +155,24 @@ impl Guest for TestMisbehave {
         if req.header("x-count-calls").is_some() {
             event_id = format!("{event_id}-calls-{calls}");
         }
-        Ok(event(event_id, "misbehave.test").into())
+        let mode = req.header("x-misbehave").unwrap_or_default();
+        if mode == b"ack" {
+            let challenge = req.header("x-challenge").unwrap_or_default();
+            return Ok(Parsed::Handshake(Handshake {
+                status: 200,
+                content_type: "text/plain".into(),
+                body: vec![
+                    AnswerPart::Literal(b"mac=".to_vec()),
+                    AnswerPart::HmacSha256Hex(challenge),
+                ],
+            }));
+        }
+        let mut event = event(event_id, "misbehave.test");
+        if mode == b"items" && req.header("x-signed-by").is_some() {
+            event = event
+                .signed_by(0)
+                .span(span(0, req.body_len() as usize));
+        }
+        Ok(event.into())
     }
 }
