@@ -102,7 +102,7 @@ async fn request_lines_carry_outcomes_and_never_secrets_signatures_or_bodies() {
     assert_eq!(lines[1]["inbox_id"], lines[0]["inbox_id"]);
     // A guest's panic message reaches the log, with the adapter's name and version.
     assert_eq!(lines[5]["adapter"], "test-misbehave");
-    assert_eq!(lines[5]["adapter_version"], "0.1.0");
+    assert_eq!(lines[5]["adapter_version"], "0.2.0");
     let cause = lines[5]["cause"].as_str().unwrap();
     assert!(
         cause.contains("test-misbehave: deliberate panic"),
