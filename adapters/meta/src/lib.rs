@@ -52,7 +52,11 @@ fn short_token(s: &str) -> bool {
 }
 
 fn items<'a>(value: &'a Value, key: &str) -> impl Iterator<Item = &'a Value> {
-    value.get(key).and_then(Value::as_array).into_iter().flatten()
+    value
+        .get(key)
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
 }
 
 /// A WhatsApp `value` (messages and statuses) as events; `false` when it holds neither.
@@ -95,7 +99,11 @@ fn messenger(item: &Value, events: &mut Vec<Envelope>) -> bool {
         "messenger.message"
     };
     let ms = i64_at(item, &["timestamp"]);
-    events.push(event(mid, kind).object(mid).created_at(ms.map(|t| t.div_euclid(1000))));
+    events.push(
+        event(mid, kind)
+            .object(mid)
+            .created_at(ms.map(|t| t.div_euclid(1000))),
+    );
     true
 }
 
@@ -121,7 +129,10 @@ fn parse_batch(body: &[u8]) -> Result<Parsed, Rejection> {
     }
     if unknown || events.is_empty() {
         let object = str_at(&json, &["object"]).filter(|o| !o.is_empty());
-        events.push(event(format!("sha256:{}", sha256_hex(body)), object.unwrap_or("unknown")));
+        events.push(event(
+            format!("sha256:{}", sha256_hex(body)),
+            object.unwrap_or("unknown"),
+        ));
     }
     Ok(events.into())
 }

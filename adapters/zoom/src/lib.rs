@@ -31,7 +31,10 @@ fn url_validation(json: &Value) -> Result<Parsed, Rejection> {
         return Err(malformed("plainToken is not a short token"));
     }
     // `Value::from(token).to_string()` is the token as a JSON string, quotes included.
-    let head = format!(r#"{{"plainToken":{},"encryptedToken":""#, Value::from(token));
+    let head = format!(
+        r#"{{"plainToken":{},"encryptedToken":""#,
+        Value::from(token)
+    );
     Ok(Handshake {
         status: 200,
         content_type: "application/json".into(),
