@@ -22,6 +22,9 @@ fn every_shipped_adapter_passes_its_fixtures() {
         "github",
         "standard-webhooks",
         "slack",
+        "gitlab",
+        "zoom",
+        "meta",
         "testing/test-reload",
     ] {
         let wasm = adapter_file(&format!("{name}.wasm"));

@@ -4,6 +4,7 @@
 //!   `.write_config()` or `.start()`.
 //! - [`database`]: a fresh Postgres database per test, and queries for assertions.
 //! - [`files`]: the repository's files (built adapters, vectors) and file operations.
+//! - [`get`]: GET requests (handshakes served on GET) and their text answers.
 //! - [`http`]: requests to the server and what it answers, down to raw TCP.
 //! - [`process`]: the `wharf` binary run as a child process, and its log.
 //! - [`signing`]: provider secrets, and requests signed as Stripe and GitHub sign them.
@@ -20,6 +21,7 @@
 pub mod app;
 pub mod database;
 pub mod files;
+pub mod get;
 pub mod http;
 pub mod nats;
 pub mod process;

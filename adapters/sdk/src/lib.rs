@@ -28,10 +28,12 @@ pub mod bindings {
 }
 
 mod decode;
+mod digest;
 mod results;
 
 pub use bindings::export_adapter;
 pub use decode::*;
+pub use digest::*;
 pub use results::*;
 
 /// `use wharf_adapter_sdk::prelude::*;` brings the `Guest` trait, the WIT types and every
@@ -44,5 +46,6 @@ pub mod prelude {
         RejectionKind, Request, SecretEncoding, Span, Tolerance,
     };
     pub use crate::decode::*;
+    pub use crate::digest::*;
     pub use crate::results::*;
 }

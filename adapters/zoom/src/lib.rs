@@ -1,0 +1,103 @@
+//! Zoom: `x-zm-signature: v0=<hex>`, the HMAC-SHA256 of `v0:<timestamp>:<raw body>` under the
+//! app's secret token (its UTF-8 bytes, `raw`), with the timestamp (Unix seconds) in
+//! `x-zm-request-timestamp`; 5 minutes of tolerance either way (Zoom states none).
+//!
+//! `endpoint.url_validation` is signed like any event and answered only after it verifies:
+//! `{"plainToken":"<token>","encryptedToken":"<hex HMAC-SHA256 of the token>"}`, the MAC
+//! computed by the host under the secret that verified the request. The token is echoed as a
+//! JSON string (escaped by serde_json); a token that is empty, longer than 128 bytes or holds a
+//! control character is refused (400): Zoom sends 22-character tokens.
+//!
+//! Event id: Zoom documents none (`x-zm-trackingid` is per request). Design decision: the id is
+//! `<event>:<event_ts>:<SHA-256 hex of the verified body>`. A retry that resends the same body
+//! (what Zoom's three retries are understood to do) keeps it, and two different notifications,
+//! even of the same type, object and millisecond (two participants joining together), never
+//! share it. A resend that changed any byte of the body would be stored as a new event.
+//! Object: `payload.object.uuid`, else `payload.object.id`; created-at: `event_ts` (ms) / 1000.
+
+use wharf_adapter_sdk::prelude::*;
+
+struct Zoom;
+wharf_adapter_sdk::export_adapter!(Zoom);
+
+/// Longest `plainToken` echoed back.
+const MAX_PLAIN_TOKEN_BYTES: usize = 128;
+/// Longest `event` name put into an id (the id must stay within 255 bytes).
+const MAX_EVENT_BYTES: usize = 128;
+
+fn url_validation(json: &Value) -> Result<Parsed, Rejection> {
+    let token = required_str(json, &["payload", "plainToken"])?;
+    if token.len() > MAX_PLAIN_TOKEN_BYTES || token.chars().any(char::is_control) {
+        return Err(malformed("plainToken is not a short token"));
+    }
+    // `Value::from(token).to_string()` is the token as a JSON string, quotes included.
+    let head = format!(
+        r#"{{"plainToken":{},"encryptedToken":""#,
+        Value::from(token)
+    );
+    Ok(Handshake {
+        status: 200,
+        content_type: "application/json".into(),
+        body: vec![
+            AnswerPart::Literal(head.into_bytes()),
+            AnswerPart::HmacSha256Hex(token.as_bytes().to_vec()),
+            AnswerPart::Literal(br#""}"#.to_vec()),
+        ],
+    }
+    .into())
+}
+
+impl Guest for Zoom {
+    fn describe() -> Description {
+        Description::new("zoom", "0.1.0", Algorithm::HmacSha256).tolerance(300, 300)
+    }
+
+    fn prepare(req: &Request) -> Result<Prepared, Rejection> {
+        let timestamp = signature_header(req, "x-zm-request-timestamp")?;
+        let unix = parse_unix_timestamp(&timestamp)
+            .ok_or_else(|| invalid("timestamp is not an integer"))?;
+        let header = signature_header(req, "x-zm-signature")?;
+        let hex = header
+            .strip_prefix(b"v0=")
+            .ok_or_else(|| invalid("expected v0="))?;
+        let signature = hex_decode(hex).ok_or_else(|| invalid("signature is not hex"))?;
+        let message = pieces_then_body(&[b"v0", &timestamp], b':');
+        Ok(check(Algorithm::HmacSha256, message, vec![signature]).timestamped(unix))
+    }
+
+    fn parse(req: &Request) -> Result<Parsed, Rejection> {
+        let body = req.body();
+        let json = parse_json_paths(
+            &body,
+            &[
+                &["event"],
+                &["event_ts"],
+                &["payload", "plainToken"],
+                &["payload", "object", "uuid"],
+                &["payload", "object", "id"],
+            ],
+        )
+        .ok_or_else(|| malformed("body is not JSON"))?;
+        let event_type = required_str(&json, &["event"])?;
+        if event_type == "endpoint.url_validation" {
+            return url_validation(&json);
+        }
+        if event_type.len() > MAX_EVENT_BYTES {
+            return Err(malformed("event name too long"));
+        }
+        let event_ts = i64_at(&json, &["event_ts"]).ok_or_else(|| malformed("missing event_ts"))?;
+        let id = format!("{event_type}:{event_ts}:{}", sha256_hex(&body));
+        let object = match at(&json, &["payload", "object", "uuid"]) {
+            Some(Value::String(uuid)) if !uuid.is_empty() => Some(uuid.clone()),
+            _ => match at(&json, &["payload", "object", "id"]) {
+                Some(Value::String(id)) if !id.is_empty() => Some(id.clone()),
+                Some(Value::Number(id)) => Some(id.to_string()),
+                _ => None,
+            },
+        };
+        Ok(event(id, event_type)
+            .object(object.as_deref())
+            .created_at(event_ts.div_euclid(1000))
+            .into())
+    }
+}
