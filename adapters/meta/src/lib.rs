@@ -20,10 +20,11 @@
 //! - Messenger/Instagram `messaging[].message`: id `message.mid`, type `messenger.message`
 //!   (`messenger.message_echo` for echoes), created-at `timestamp` (ms) / 1000.
 //!
-//! Fallback: every other item (Page feed changes, postbacks, reads, template updates...) has
-//! no id of its own. When a body holds any, it also yields one event for the whole body: id
-//! `sha256:<SHA-256 hex of the body>`, type the body's `object` (`page`, `instagram`...). Meta
-//! resends the same batch on retry, so ids are kept; two different bodies never share one.
+//! Every other item (Page feed changes, postbacks, reads, template updates...) has no id of its
+//! own, and Wharf never makes identity from a payload hash: a batch with no item above is
+//! `unsupported` (422, or 200 `ignored` with `unsupported_types = "ignore"` on the endpoint). In
+//! a batch that also holds items above, such items are not events of their own, but they stay
+//! in the stored payload of the batch's events.
 //!
 //! Each event's payload is the whole batch body (no per-item spans yet): consumers select
 //! their item by the event id.
@@ -127,19 +128,16 @@ fn parse_batch(body: &[u8]) -> Result<Parsed, Rejection> {
         }
         unknown |= changes + messaging == 0;
     }
-    if unknown || events.is_empty() {
-        let object = str_at(&json, &["object"]).filter(|o| !o.is_empty());
-        events.push(event(
-            format!("sha256:{}", sha256_hex(body)),
-            object.unwrap_or("unknown"),
-        ));
+    if events.is_empty() {
+        let kind = if unknown { "items without an id" } else { "no items" };
+        return Err(unsupported(format!("a batch with {kind} Wharf can key")));
     }
     Ok(events.into())
 }
 
 impl Guest for Meta {
     fn describe() -> Description {
-        Description::new("meta", "0.1.0", Algorithm::HmacSha256)
+        Description::new("meta", "0.2.0", Algorithm::HmacSha256)
             .also(Algorithm::Token)
             .serves_get()
     }
