@@ -29,10 +29,12 @@ pub mod bindings {
 
 mod decode;
 mod results;
+mod rfc3339;
 
 pub use bindings::export_adapter;
 pub use decode::*;
 pub use results::*;
+pub use rfc3339::parse_rfc3339;
 
 /// `use wharf_adapter_sdk::prelude::*;` brings the `Guest` trait, the WIT types and every
 /// helper into scope.
@@ -45,4 +47,5 @@ pub mod prelude {
     };
     pub use crate::decode::*;
     pub use crate::results::*;
+    pub use crate::rfc3339::parse_rfc3339;
 }
