@@ -14,6 +14,8 @@ mod group_commit;
 mod limits;
 mod logs;
 mod outage;
+mod provider_square;
+mod provider_twilio;
 mod reload;
 mod sandbox;
 mod scaffold;

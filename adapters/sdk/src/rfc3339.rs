@@ -19,7 +19,20 @@ pub fn parse_rfc3339(input: &str) -> Option<i64> {
     let (year, month, day) = (num(0, 4)?, num(5, 2)?, num(8, 2)?);
     let (hour, minute, second) = (num(11, 2)?, num(14, 2)?, num(17, 2)?);
     let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
-    let days_in_month = [31, if leap { 29 } else { 28 }, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+    let days_in_month = [
+        31,
+        if leap { 29 } else { 28 },
+        31,
+        30,
+        31,
+        30,
+        31,
+        31,
+        30,
+        31,
+        30,
+        31,
+    ];
     if !(1..=12).contains(&month)
         || day < 1
         || day > days_in_month[(month - 1) as usize]
@@ -31,7 +44,10 @@ pub fn parse_rfc3339(input: &str) -> Option<i64> {
     }
     let mut at = 19;
     if b.get(at) == Some(&b'.') {
-        let digits = b[at + 1..].iter().take_while(|c| c.is_ascii_digit()).count();
+        let digits = b[at + 1..]
+            .iter()
+            .take_while(|c| c.is_ascii_digit())
+            .count();
         if digits == 0 {
             return None;
         }
@@ -71,10 +87,22 @@ mod tests {
     fn parses_utc_offsets_and_fractions() {
         assert_eq!(parse_rfc3339("1970-01-01T00:00:00Z"), Some(0));
         // Square's published vector: nanoseconds, truncated.
-        assert_eq!(parse_rfc3339("2022-07-13T20:30:59.037339943Z"), Some(1_657_744_259));
-        assert_eq!(parse_rfc3339("2026-11-02T09:15:04.308Z"), Some(1_793_610_904));
-        assert_eq!(parse_rfc3339("2026-11-02T10:15:04+01:00"), Some(1_793_610_904));
-        assert_eq!(parse_rfc3339("2026-11-02t04:15:04-05:00"), Some(1_793_610_904));
+        assert_eq!(
+            parse_rfc3339("2022-07-13T20:30:59.037339943Z"),
+            Some(1_657_744_259)
+        );
+        assert_eq!(
+            parse_rfc3339("2026-11-02T09:15:04.308Z"),
+            Some(1_793_610_904)
+        );
+        assert_eq!(
+            parse_rfc3339("2026-11-02T10:15:04+01:00"),
+            Some(1_793_610_904)
+        );
+        assert_eq!(
+            parse_rfc3339("2026-11-02t04:15:04-05:00"),
+            Some(1_793_610_904)
+        );
         assert_eq!(parse_rfc3339("2000-02-29T00:00:00Z"), Some(951_782_400));
         assert_eq!(parse_rfc3339("1969-12-31T23:59:59Z"), Some(-1));
     }

@@ -34,7 +34,12 @@ impl Guest for Square {
         }
         let signature = base64_decode(header.trim_ascii())
             .ok_or_else(|| invalid("x-square-hmacsha256-signature is not base64"))?;
-        Ok(check(Algorithm::HmacSha256, vec![Part::Url, Part::RawBody], vec![signature]).into())
+        Ok(check(
+            Algorithm::HmacSha256,
+            vec![Part::Url, Part::RawBody],
+            vec![signature],
+        )
+        .into())
     }
 
     fn parse(req: &Request) -> Result<Parsed, Rejection> {
@@ -46,12 +51,13 @@ impl Guest for Square {
         let created = str_at(&body, &["created_at"])
             .map(|t| parse_rfc3339(t).ok_or_else(|| malformed("created_at is not RFC 3339")))
             .transpose()?;
-        Ok(
-            event(required_str(&body, &["event_id"])?, required_str(&body, &["type"])?)
-                .object(str_at(&body, &["data", "id"]))
-                .version(created.map(ObjectVersion::CreatedAt))
-                .created_at(created)
-                .into(),
+        Ok(event(
+            required_str(&body, &["event_id"])?,
+            required_str(&body, &["type"])?,
         )
+        .object(str_at(&body, &["data", "id"]))
+        .version(created.map(ObjectVersion::CreatedAt))
+        .created_at(created)
+        .into())
     }
 }

@@ -76,7 +76,9 @@ impl Guest for Twilio {
     fn prepare(req: &Request) -> Result<Prepared, Rejection> {
         let header = signature_header(req, "x-twilio-signature")?;
         if req.url().is_none() {
-            return Err(invalid("endpoint has no public_url: Twilio signs the webhook URL"));
+            return Err(invalid(
+                "endpoint has no public_url: Twilio signs the webhook URL",
+            ));
         }
         let signature = base64_decode(header.trim_ascii())
             .ok_or_else(|| invalid("x-twilio-signature is not base64"))?;
@@ -86,7 +88,10 @@ impl Guest for Twilio {
             return Ok(check.body_sha256_param(BODY_DIGEST).into());
         }
         let content_type = req.header("content-type").unwrap_or_default();
-        if content_type.to_ascii_lowercase().starts_with(b"application/json") {
+        if content_type
+            .to_ascii_lowercase()
+            .starts_with(b"application/json")
+        {
             return Err(invalid("JSON body without bodySHA256 in the URL"));
         }
         let message = vec![Part::Url, Part::SortedFormParams];
