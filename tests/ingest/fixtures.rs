@@ -25,6 +25,8 @@ fn every_shipped_adapter_passes_its_fixtures() {
         "gitlab",
         "zoom",
         "meta",
+        "square",
+        "twilio",
         "testing/test-reload",
     ] {
         let wasm = adapter_file(&format!("{name}.wasm"));

@@ -17,6 +17,8 @@ mod outage;
 mod provider_gitlab;
 mod provider_meta;
 mod provider_zoom;
+mod provider_square;
+mod provider_twilio;
 mod reload;
 mod sandbox;
 mod scaffold;

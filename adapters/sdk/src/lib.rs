@@ -30,11 +30,13 @@ pub mod bindings {
 mod decode;
 mod digest;
 mod results;
+mod rfc3339;
 
 pub use bindings::export_adapter;
 pub use decode::*;
 pub use digest::*;
 pub use results::*;
+pub use rfc3339::parse_rfc3339;
 
 /// `use wharf_adapter_sdk::prelude::*;` brings the `Guest` trait, the WIT types and every
 /// helper into scope.
@@ -48,4 +50,5 @@ pub mod prelude {
     pub use crate::decode::*;
     pub use crate::digest::*;
     pub use crate::results::*;
+    pub use crate::rfc3339::parse_rfc3339;
 }
