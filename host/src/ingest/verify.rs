@@ -53,6 +53,10 @@ pub enum VerifyError {
     NoSignatures,
     #[error("no check applies to the endpoint's keys (none is of a kind its checks verify)")]
     NoApplicableKey,
+    /// Candidates come from the request, so a request that asks for more public-key work
+    /// than allowed is refused as unverifiable (401), not blamed on the adapter.
+    #[error("{0} public-key verifications asked for (at most {MAX_PUBLIC_KEY_VERIFICATIONS})")]
+    PublicKeyBudget(usize),
     #[error("signed timestamp missing")]
     MissingTimestamp,
     #[error("signed timestamp is {0} s old, beyond the tolerance")]
@@ -78,8 +82,6 @@ pub enum ContractViolation {
     TooManyLiteralBytes(usize),
     #[error("{bytes} bytes to hash per key (at most {max})")]
     HashBudget { bytes: usize, max: usize },
-    #[error("{0} public-key verifications (at most {MAX_PUBLIC_KEY_VERIFICATIONS})")]
-    PublicKeyBudget(usize),
     #[error("check {0} does not cover the raw body in a declared form")]
     BodyNotCovered(usize),
     #[error("check {0} does not sign the timestamp whose freshness is checked")]
@@ -571,7 +573,7 @@ pub fn verify<'k>(
         })
         .sum();
     if public_key_work > MAX_PUBLIC_KEY_VERIFICATIONS {
-        return Err(ContractViolation::PublicKeyBudget(public_key_work).into());
+        return Err(VerifyError::PublicKeyBudget(public_key_work));
     }
     let url_forms_of_request = inputs.url.map(url_forms).unwrap_or_default();
     let no_url = [Cow::Borrowed("")];
@@ -995,7 +997,7 @@ mod tests {
         p.checks[0].algorithm = Algorithm::Ed25519;
         assert_eq!(
             run(&[Algorithm::Ed25519], &set, &p, &inputs(b"x"), false).unwrap_err(),
-            VerifyError::Contract(ContractViolation::PublicKeyBudget(18))
+            VerifyError::PublicKeyBudget(18)
         );
     }
 
