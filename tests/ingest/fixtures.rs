@@ -22,6 +22,7 @@ fn every_shipped_adapter_passes_its_fixtures() {
         "github",
         "standard-webhooks",
         "slack",
+        "discord",
         "testing/test-reload",
     ] {
         let wasm = adapter_file(&format!("{name}.wasm"));
