@@ -14,6 +14,8 @@ mod group_commit;
 mod limits;
 mod logs;
 mod outage;
+mod provider_discord;
+mod provider_standard_webhooks_v1a;
 mod reload;
 mod sandbox;
 mod scaffold;
