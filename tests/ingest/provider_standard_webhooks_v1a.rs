@@ -218,11 +218,7 @@ async fn keys_decide_which_signatures_are_verified() {
         "expired"
     );
     // More v1a entries than the adapter takes.
-    let many = with(
-        &headers,
-        "webhook-signature",
-        &vec![v1a.as_str(); 5].join(" "),
-    );
+    let many = with(&headers, "webhook-signature", &[v1a.as_str(); 5].join(" "));
     assert_eq!(
         status(&app, "v1a-0", &many, body).await,
         unauthorized,
