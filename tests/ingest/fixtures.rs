@@ -27,6 +27,7 @@ fn every_shipped_adapter_passes_its_fixtures() {
         "meta",
         "square",
         "twilio",
+        "discord",
         "testing/test-reload",
     ] {
         let wasm = adapter_file(&format!("{name}.wasm"));

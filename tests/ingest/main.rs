@@ -19,6 +19,8 @@ mod provider_meta;
 mod provider_zoom;
 mod provider_square;
 mod provider_twilio;
+mod provider_discord;
+mod provider_standard_webhooks_v1a;
 mod reload;
 mod sandbox;
 mod scaffold;

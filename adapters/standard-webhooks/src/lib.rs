@@ -1,12 +1,29 @@
-//! Standard Webhooks v1, and Svix (the same scheme under `svix-*` headers).
+//! Standard Webhooks `v1` (HMAC-SHA256) and `v1a` (Ed25519), and Svix (the same scheme under
+//! `svix-*` headers).
 //!
-//! Signed message: `id.timestamp.body`; `webhook-signature` holds space-separated `v1,<base64>`
-//! entries. Other versions (`v1a`, Ed25519) are ignored until the host verifies them.
+//! Signed message: `id.timestamp.body` (the `webhook-id` and `webhook-timestamp` header values
+//! as sent, then the raw body). `webhook-signature` holds space-separated `<version>,<base64>`
+//! entries: `v1,` HMAC-SHA256 under the `whsec_` secret, `v1a,` Ed25519 (64 bytes) under the
+//! sender's key, configured as `public_key = "whpk_..."`. Other versions are ignored.
+//!
+//! Both kinds are offered as two checks over the same message; the endpoint's keys decide
+//! which are verified (a `value` verifies `v1`, a `public_key` verifies `v1a`), and every check
+//! that applies must pass. A check with no candidate of its kind is left out, so a request
+//! carrying only `v1` entries sent to an endpoint holding only public keys has no check that
+//! applies and is refused (401), as is a `v1a`-only request sent to an HMAC-only endpoint.
 
 use wharf_adapter_sdk::prelude::*;
 
 struct StandardWebhooks;
 wharf_adapter_sdk::export_adapter!(StandardWebhooks);
+
+/// The host's bound on candidates per check.
+const MAX_V1: usize = 16;
+/// The host allows 16 public-key verifications per request (candidates × the endpoint's key
+/// versions), which the adapter cannot see: 4 × 4 fits. Svix sends one `v1a` entry per active
+/// key, one or two during a rotation.
+const MAX_V1A: usize = 4;
+const ED25519_SIGNATURE_BYTES: usize = 64;
 
 /// `webhook` when any `webhook-id` is present (even repeated), else `svix`; never mixed.
 fn scheme(req: &Request) -> &'static str {
@@ -19,8 +36,10 @@ fn scheme(req: &Request) -> &'static str {
 
 impl Guest for StandardWebhooks {
     fn describe() -> Description {
-        Description::new("standard-webhooks", "0.1.0", Algorithm::HmacSha256)
+        Description::new("standard-webhooks", "0.2.0", Algorithm::HmacSha256)
+            .also(Algorithm::Ed25519)
             .secret_encoding(SecretEncoding::WhsecBase64)
+            .public_key_encoding(PublicKeyEncoding::WhpkBase64)
             .tolerance(300, 300)
     }
 
@@ -31,16 +50,35 @@ impl Guest for StandardWebhooks {
         let signature = signature_header(req, &format!("{s}-signature"))?;
         let unix = parse_unix_timestamp(&timestamp)
             .ok_or_else(|| invalid("timestamp is not an integer"))?;
-        let signatures: Vec<Vec<u8>> = split_list(&signature, b' ')
-            .filter_map(|entry| match split_pair(entry, b',')? {
-                (b"v1", sig) => base64_decode(sig),
-                _ => None,
-            })
-            .collect();
-        if signatures.is_empty() {
-            return Err(invalid("no usable v1 signature"));
+        let (mut v1, mut v1a) = (Vec::new(), Vec::new());
+        for entry in split_list(&signature, b' ') {
+            match split_pair(entry, b',') {
+                Some((b"v1", sig)) => v1.extend(base64_decode(sig)),
+                // Anything but 64 bytes can never verify: a non-match, as in the reference code.
+                Some((b"v1a", sig)) => {
+                    v1a.extend(base64_decode(sig).filter(|s| s.len() == ED25519_SIGNATURE_BYTES))
+                }
+                _ => {}
+            }
         }
-        Ok(check(Algorithm::HmacSha256, pieces_then_body(&[&id, &timestamp], b'.'), signatures).timestamped(unix))
+        if v1.len() > MAX_V1 || v1a.len() > MAX_V1A {
+            return Err(invalid("too many signatures"));
+        }
+        let message = pieces_then_body(&[&id, &timestamp], b'.');
+        let mut checks = Vec::new();
+        if !v1.is_empty() {
+            checks.push(check(Algorithm::HmacSha256, message.clone(), v1));
+        }
+        if !v1a.is_empty() {
+            checks.push(check(Algorithm::Ed25519, message, v1a));
+        }
+        if checks.is_empty() {
+            return Err(invalid("no usable v1 or v1a signature"));
+        }
+        Ok(Prepared {
+            checks,
+            timestamp: Some(unix),
+        })
     }
 
     fn parse(req: &Request) -> Result<Parsed, Rejection> {
