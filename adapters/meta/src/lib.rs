@@ -129,7 +129,11 @@ fn parse_batch(body: &[u8]) -> Result<Parsed, Rejection> {
         unknown |= changes + messaging == 0;
     }
     if events.is_empty() {
-        let kind = if unknown { "items without an id" } else { "no items" };
+        let kind = if unknown {
+            "items without an id"
+        } else {
+            "no items"
+        };
         return Err(unsupported(format!("a batch with {kind} Wharf can key")));
     }
     Ok(events.into())

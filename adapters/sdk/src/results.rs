@@ -373,7 +373,11 @@ mod tests {
         );
         let prepared = check(Algorithm::HmacSha256, message, vec![vec![1]]).timestamped(17);
         assert_eq!((prepared.checks.len(), prepared.timestamp), (1, Some(17)));
-        let prepared = Prepared::from(check(Algorithm::HmacSha1, vec![Part::RawBody], vec![vec![1]]));
+        let prepared = Prepared::from(check(
+            Algorithm::HmacSha1,
+            vec![Part::RawBody],
+            vec![vec![1]],
+        ));
         assert_eq!(prepared.checks[0].signatures, [[1]]);
         assert_eq!(prepared.timestamp, None);
 

@@ -32,7 +32,12 @@ impl Guest for Stripe {
         if signatures.is_empty() {
             return Err(invalid("no usable v1 signature"));
         }
-        Ok(check(Algorithm::HmacSha256, pieces_then_body(&[t], b'.'), signatures).timestamped(unix))
+        Ok(check(
+            Algorithm::HmacSha256,
+            pieces_then_body(&[t], b'.'),
+            signatures,
+        )
+        .timestamped(unix))
     }
 
     fn parse(req: &Request) -> Result<Parsed, Rejection> {

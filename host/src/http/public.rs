@@ -306,8 +306,11 @@ fn acceptable_content_type(value: Option<&HeaderValue>) -> bool {
 
 fn outcome_response(outcome: &Outcome, ack: Option<&Answer>) -> Response {
     match outcome {
-        // The provider expects exact bytes (Adyen: `[accepted]`); the ids are in the log.
-        Outcome::Stored(_) if ack.is_some() => fixed_answer(ack.expect("checked")),
+        // The provider expects exact bytes (Adyen: `[accepted]`) for whatever it need not
+        // resend, ignored types included; the ids are in the log.
+        Outcome::Stored(_) | Outcome::Ignored(_) if ack.is_some() => {
+            fixed_answer(ack.expect("checked"))
+        }
         Outcome::Stored(acceptances) => {
             let ids = inbox_ids(acceptances);
             let mut body = json!({"status": outcome.code(), "inbox_id": ids[0]});

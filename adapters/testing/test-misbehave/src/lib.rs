@@ -138,7 +138,11 @@ impl Guest for TestMisbehave {
             }
             b"url" => Ok(signed(
                 req,
-                vec![Part::Literal([ts.as_slice(), b"."].concat()), Part::Url, Part::RawBody],
+                vec![
+                    Part::Literal([ts.as_slice(), b"."].concat()),
+                    Part::Url,
+                    Part::RawBody,
+                ],
             )),
             // GET modes: no body, so a check over the (empty) body and the signed timestamp.
             b"get-events" | b"ack" => Ok(signed(req, pieces_then_body(&[&ts], b'.'))),
@@ -169,9 +173,7 @@ impl Guest for TestMisbehave {
         }
         let mut event = event(event_id, "misbehave.test");
         if mode == b"items" && req.header("x-signed-by").is_some() {
-            event = event
-                .signed_by(0)
-                .span(span(0, req.body_len() as usize));
+            event = event.signed_by(0).span(span(0, req.body_len() as usize));
         }
         Ok(event.into())
     }
