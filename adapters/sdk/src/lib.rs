@@ -29,10 +29,12 @@ pub mod bindings {
 
 mod decode;
 mod results;
+mod spans;
 
 pub use bindings::export_adapter;
 pub use decode::*;
 pub use results::*;
+pub use spans::*;
 
 /// `use wharf_adapter_sdk::prelude::*;` brings the `Guest` trait, the WIT types and every
 /// helper into scope.
@@ -45,4 +47,5 @@ pub mod prelude {
     };
     pub use crate::decode::*;
     pub use crate::results::*;
+    pub use crate::spans::*;
 }
