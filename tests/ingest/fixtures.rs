@@ -22,6 +22,8 @@ fn every_shipped_adapter_passes_its_fixtures() {
         "github",
         "standard-webhooks",
         "slack",
+        "sendgrid",
+        "adyen",
         "testing/test-reload",
     ] {
         let wasm = adapter_file(&format!("{name}.wasm"));
