@@ -14,6 +14,8 @@ mod group_commit;
 mod limits;
 mod logs;
 mod outage;
+mod provider_adyen;
+mod provider_sendgrid;
 mod reload;
 mod sandbox;
 mod scaffold;

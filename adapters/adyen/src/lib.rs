@@ -135,7 +135,11 @@ impl Guest for Adyen {
         let mut events = Vec::with_capacity(items.len());
         for (i, (item, fields)) in items.iter().enumerate() {
             let text = |key| fields.str(key).unwrap_or_default();
-            let (psp, code, merchant) = (text("pspReference"), text("eventCode"), text("merchantAccountCode"));
+            let (psp, code, merchant) = (
+                text("pspReference"),
+                text("eventCode"),
+                text("merchantAccountCode"),
+            );
             if expected.as_ref().is_some_and(|m| *m != merchant) {
                 return Err(unsupported("item for another merchant account"));
             }

@@ -200,7 +200,13 @@ mod tests {
         let root = Located::root(body.as_bytes()).unwrap();
         let m = root.members().unwrap();
         let arr = m.get("x").unwrap().elements().unwrap();
-        let z = arr[1].members().unwrap().object("y").unwrap().get("z").unwrap();
+        let z = arr[1]
+            .members()
+            .unwrap()
+            .object("y")
+            .unwrap()
+            .get("z")
+            .unwrap();
         assert_eq!(slice(body, &z.span()), "\"deep\"");
         assert!(m.get("n").unwrap().is_null());
         assert_eq!(m.str("n"), None);
@@ -210,7 +216,10 @@ mod tests {
     #[test]
     fn repeated_keys_are_refused_even_when_escaped() {
         for body in [r#"{"a":1,"a":2}"#, r#"{"a":1,"\u0061":2}"#] {
-            assert!(Located::root(body.as_bytes()).unwrap().members().is_none(), "{body}");
+            assert!(
+                Located::root(body.as_bytes()).unwrap().members().is_none(),
+                "{body}"
+            );
         }
         // Only the object asked about is checked; the same key in two objects is fine.
         let body = r#"[{"a":1},{"a":2}]"#;
