@@ -167,7 +167,7 @@ async fn items_are_signed_and_stored_one_by_one() {
     assert_eq!(rows[1], ("PSP_B:CAPTURE:true".into(), b.clone()));
 
     // The same item in a second request: a duplicate, still answered `[accepted]`.
-    assert_eq!(post(&app, body(&[b.clone()])).await, accepted());
+    assert_eq!(post(&app, body(std::slice::from_ref(&b))).await, accepted());
     assert_eq!(app.count("webhook_inbox").await, 2);
     // The same payment's outcome with the other `success`: another event.
     let mut failed = item("PSP_A", "AUTHORISATION", 1130);
@@ -185,7 +185,7 @@ async fn items_are_signed_and_stored_one_by_one() {
     borrowed["additionalData"] = c["additionalData"].clone();
     assert_eq!(post(&app, body(&[c.clone(), borrowed])).await, rejected());
     // A repeated key: the copy that would be read is not the copy that was signed.
-    let dup = body(&[c.clone()]).replacen(
+    let dup = body(std::slice::from_ref(&c)).replacen(
         "\"pspReference\"",
         "\"pspReference\": \"PSP_X\",\n\"pspReference\"",
         1,
@@ -209,7 +209,10 @@ async fn keys_and_the_merchant_account_setting() {
     let a = signed(item("PSP_A", "AUTHORISATION", 1130), KEY);
     let other = "11".repeat(32);
     let wrong = app(&[("v1", &other, None)], "").await;
-    assert_eq!(post(&wrong, body(&[a.clone()])).await, rejected());
+    assert_eq!(
+        post(&wrong, body(std::slice::from_ref(&a))).await,
+        rejected()
+    );
     let expired = app(
         &[
             ("new", &other, None),
@@ -218,7 +221,10 @@ async fn keys_and_the_merchant_account_setting() {
         "",
     )
     .await;
-    assert_eq!(post(&expired, body(&[a.clone()])).await, rejected());
+    assert_eq!(
+        post(&expired, body(std::slice::from_ref(&a))).await,
+        rejected()
+    );
     let rotated = app(
         &[
             ("new", &other, None),
@@ -227,21 +233,27 @@ async fn keys_and_the_merchant_account_setting() {
         "",
     )
     .await;
-    assert_eq!(post(&rotated, body(&[a.clone()])).await, accepted());
+    assert_eq!(
+        post(&rotated, body(std::slice::from_ref(&a))).await,
+        accepted()
+    );
 
     let mine = app(
         &[("v1", KEY, None)],
         "settings = { merchant_account = \"WharfShop\" }\n",
     )
     .await;
-    assert_eq!(post(&mine, body(&[a.clone()])).await, accepted());
+    assert_eq!(
+        post(&mine, body(std::slice::from_ref(&a))).await,
+        accepted()
+    );
     let theirs = app(
         &[("v1", KEY, None)],
         "settings = { merchant_account = \"Elsewhere\" }\n",
     )
     .await;
     assert_eq!(
-        post(&theirs, body(&[a.clone()])).await,
+        post(&theirs, body(std::slice::from_ref(&a))).await,
         (422, "unsupported_event_type".into())
     );
     for (app, rows) in [
