@@ -28,6 +28,8 @@ fn every_shipped_adapter_passes_its_fixtures() {
         "square",
         "twilio",
         "discord",
+        "sendgrid",
+        "adyen",
         "testing/test-reload",
     ] {
         let wasm = adapter_file(&format!("{name}.wasm"));

@@ -8,6 +8,7 @@
 //! - [`http`]: requests to the server and what it answers, down to raw TCP.
 //! - [`process`]: the `wharf` binary run as a child process, and its log.
 //! - [`signing`]: provider secrets, and requests signed as Stripe and GitHub sign them.
+//! - [`text`]: answers that are not JSON (Adyen's `[accepted]`).
 //!
 //! Used by the processing tests only:
 //!
@@ -27,4 +28,5 @@ pub mod nats;
 pub mod process;
 pub mod receiver;
 pub mod signing;
+pub mod text;
 pub mod wait;

@@ -31,12 +31,14 @@ mod decode;
 mod digest;
 mod results;
 mod rfc3339;
+mod spans;
 
 pub use bindings::export_adapter;
 pub use decode::*;
 pub use digest::*;
 pub use results::*;
 pub use rfc3339::parse_rfc3339;
+pub use spans::*;
 
 /// `use wharf_adapter_sdk::prelude::*;` brings the `Guest` trait, the WIT types and every
 /// helper into scope.
@@ -51,4 +53,5 @@ pub mod prelude {
     pub use crate::digest::*;
     pub use crate::results::*;
     pub use crate::rfc3339::parse_rfc3339;
+    pub use crate::spans::*;
 }

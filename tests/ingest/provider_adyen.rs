@@ -1,0 +1,269 @@
+//! Adyen standard notifications over real HTTP: every published item vector, items signed one
+//! by one (one bad item refuses the request), each item stored as its own slice, dedup inside
+//! and across requests, the `[accepted]` acknowledgement, keys and the merchant setting.
+
+use crate::support::{app::*, files::*, signing::hmac_sha256, text::post_text};
+use base64::Engine as _;
+use serde_json::{Value, json};
+
+const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
+const KEY: &str = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056";
+
+async fn app(keys: &[(&str, &str, Option<&str>)], settings: &str) -> TestApp {
+    let mut secrets = crate::support::signing::default_secrets();
+    for (version, key, expires) in keys {
+        secrets.push_str(&format!(
+            "[[adyen]]\nversion = \"{version}\"\nvalue = \"{key}\"\n"
+        ));
+        if let Some(at) = expires {
+            secrets.push_str(&format!("expires_at = \"{at}\"\n"));
+        }
+    }
+    TestApp::builder()
+        .add_adapter("adyen.wasm")
+        .secrets_file(secrets)
+        .add_endpoints(format!(
+            "\n[[endpoint]]\nid = \"adyen\"\nadapter = \"adyen\"\nsecret = \"adyen\"\n{settings}"
+        ))
+        .start()
+        .await
+}
+
+async fn post(app: &TestApp, body: impl Into<Vec<u8>>) -> (u16, String) {
+    let h = [("Content-Type", "application/json")];
+    let (status, content_type, text) =
+        post_text(&app.client, &app.base, "adyen", &h, body.into()).await;
+    if status == 200 {
+        assert_eq!(
+            (content_type.as_str(), text.as_str()),
+            ("text/plain", "[accepted]")
+        );
+        return (status, text);
+    }
+    let json: Value = serde_json::from_str(&text).unwrap();
+    (
+        status,
+        json["error"].as_str().unwrap_or_default().to_owned(),
+    )
+}
+
+fn accepted() -> (u16, String) {
+    (200, "[accepted]".into())
+}
+
+fn rejected() -> (u16, String) {
+    (401, "invalid_signature".into())
+}
+
+/// Signs `item` as Adyen does and sets its `additionalData.hmacSignature`.
+fn signed(mut item: Value, key_hex: &str) -> Value {
+    let f = |v: &Value| match v {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    };
+    let message = [
+        f(&item["pspReference"]),
+        f(&item["originalReference"]),
+        f(&item["merchantAccountCode"]),
+        f(&item["merchantReference"]),
+        f(&item["amount"]["value"]),
+        f(&item["amount"]["currency"]),
+        f(&item["eventCode"]),
+        f(&item["success"]),
+    ]
+    .join(":");
+    let mac = hmac_sha256(&hex::decode(key_hex).unwrap(), message.as_bytes());
+    item["additionalData"] = json!({ "hmacSignature": B64.encode(mac) });
+    item
+}
+
+fn item(psp: &str, code: &str, value: i64) -> Value {
+    json!({
+        "pspReference": psp, "merchantAccountCode": "WharfShop", "merchantReference": "o:1\\x",
+        "amount": {"currency": "EUR", "value": value}, "eventCode": code, "success": "true",
+        "eventDate": "2026-11-03T09:00:00+01:00"
+    })
+}
+
+fn body(items: &[Value]) -> String {
+    let wrapped: Vec<Value> = items
+        .iter()
+        .map(|i| json!({ "NotificationRequestItem": i }))
+        .collect();
+    // Pretty, so every item sits at its own offsets with whitespace between.
+    serde_json::to_string_pretty(&json!({"live": "false", "notificationItems": wrapped})).unwrap()
+}
+
+/// The stored rows: event id and the bytes of the body its payload span covers.
+async fn stored(app: &TestApp, body: &str) -> Vec<(String, Value)> {
+    let rows: Vec<(String, i64, i64)> = sqlx::query_as(
+        "SELECT provider_event_id, payload_start, payload_end FROM webhook_inbox ORDER BY payload_start",
+    )
+    .fetch_all(&app.db)
+    .await
+    .unwrap();
+    rows.into_iter()
+        .map(|(id, a, z)| {
+            (
+                id,
+                serde_json::from_str(&body[a as usize..z as usize]).unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn published_item_vectors() {
+    let file = vectors("adyen.json");
+    let items = file["vectors"].as_array().unwrap().iter();
+    let items: Vec<&Value> = items
+        .filter(|v| v["scheme"] == "standard-item-hmac")
+        .collect();
+    assert!(items.len() >= 10);
+    // Every vector under its own key, one endpoint each would be slow: one app per key.
+    let mut keys: Vec<&str> = items.iter().map(|v| v["key"].as_str().unwrap()).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    for key in keys {
+        let app = app(&[("k", key, None)], "").await;
+        let mut rows = 0;
+        for v in items.iter().filter(|v| v["key"] == key) {
+            let body = v["body"].as_str().unwrap();
+            let why = v["why"].as_str().unwrap();
+            let answer = post(&app, body).await;
+            if v["expect"] == "valid" {
+                // Vectors that share an item are answered duplicate, with the same bytes.
+                assert_eq!(answer, accepted(), "{why}");
+                let mut flipped = body.as_bytes().to_vec();
+                let at = body.find("\"pspReference\"").unwrap() + 18;
+                flipped[at] ^= 1;
+                assert_eq!(post(&app, flipped).await, rejected(), "{why}: signed byte");
+            } else {
+                assert_eq!(answer, rejected(), "{why}");
+            }
+            let now = app.count("webhook_inbox").await;
+            assert!(now == rows || now == rows + 1, "{why}");
+            rows = now;
+        }
+        app.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn items_are_signed_and_stored_one_by_one() {
+    let app = app(&[("v1", KEY, None)], "").await;
+    let (a, b) = (
+        signed(item("PSP_A", "AUTHORISATION", 1130), KEY),
+        signed(item("PSP_B", "CAPTURE", 500), KEY),
+    );
+
+    // The same item twice in one request: accepted, one row.
+    let first = body(&[a.clone(), b.clone(), a.clone()]);
+    assert_eq!(post(&app, first.as_str()).await, accepted());
+    let rows = stored(&app, &first).await;
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0], ("PSP_A:AUTHORISATION:true".into(), a.clone()));
+    assert_eq!(rows[1], ("PSP_B:CAPTURE:true".into(), b.clone()));
+
+    // The same item in a second request: a duplicate, still answered `[accepted]`.
+    assert_eq!(post(&app, body(std::slice::from_ref(&b))).await, accepted());
+    assert_eq!(app.count("webhook_inbox").await, 2);
+    // The same payment's outcome with the other `success`: another event.
+    let mut failed = item("PSP_A", "AUTHORISATION", 1130);
+    failed["success"] = json!("false");
+    assert_eq!(post(&app, body(&[signed(failed, KEY)])).await, accepted());
+    assert_eq!(app.count("webhook_inbox").await, 3);
+
+    // One item whose signed field changed after signing: the whole request fails.
+    let c = signed(item("PSP_C", "AUTHORISATION", 10), KEY);
+    let mut tampered = signed(item("PSP_D", "AUTHORISATION", 10), KEY);
+    tampered["amount"]["value"] = json!(11);
+    assert_eq!(post(&app, body(&[c.clone(), tampered])).await, rejected());
+    // Another item's signature: likewise.
+    let mut borrowed = item("PSP_E", "AUTHORISATION", 10);
+    borrowed["additionalData"] = c["additionalData"].clone();
+    assert_eq!(post(&app, body(&[c.clone(), borrowed])).await, rejected());
+    // A repeated key: the copy that would be read is not the copy that was signed.
+    let dup = body(std::slice::from_ref(&c)).replacen(
+        "\"pspReference\"",
+        "\"pspReference\": \"PSP_X\",\n\"pspReference\"",
+        1,
+    );
+    assert_eq!(post(&app, dup).await, rejected());
+    // Unsigned fields are Adyen's to leave out of the MAC: changing one still verifies.
+    let mut unsigned = c.clone();
+    unsigned["eventDate"] = json!("2000-01-01T00:00:00Z");
+    assert_eq!(
+        app.count("webhook_inbox").await,
+        3,
+        "nothing stored by a refused request"
+    );
+    assert_eq!(post(&app, body(&[unsigned])).await, accepted());
+    assert_eq!(app.count("webhook_inbox").await, 4);
+    app.shutdown().await;
+}
+
+#[tokio::test]
+async fn keys_and_the_merchant_account_setting() {
+    let a = signed(item("PSP_A", "AUTHORISATION", 1130), KEY);
+    let other = "11".repeat(32);
+    let wrong = app(&[("v1", &other, None)], "").await;
+    assert_eq!(
+        post(&wrong, body(std::slice::from_ref(&a))).await,
+        rejected()
+    );
+    let expired = app(
+        &[
+            ("new", &other, None),
+            ("old", KEY, Some("2020-01-01T00:00:00Z")),
+        ],
+        "",
+    )
+    .await;
+    assert_eq!(
+        post(&expired, body(std::slice::from_ref(&a))).await,
+        rejected()
+    );
+    let rotated = app(
+        &[
+            ("new", &other, None),
+            ("old", KEY, Some("2999-01-01T00:00:00Z")),
+        ],
+        "",
+    )
+    .await;
+    assert_eq!(
+        post(&rotated, body(std::slice::from_ref(&a))).await,
+        accepted()
+    );
+
+    let mine = app(
+        &[("v1", KEY, None)],
+        "settings = { merchant_account = \"WharfShop\" }\n",
+    )
+    .await;
+    assert_eq!(
+        post(&mine, body(std::slice::from_ref(&a))).await,
+        accepted()
+    );
+    let theirs = app(
+        &[("v1", KEY, None)],
+        "settings = { merchant_account = \"Elsewhere\" }\n",
+    )
+    .await;
+    assert_eq!(
+        post(&theirs, body(std::slice::from_ref(&a))).await,
+        (422, "unsupported_event_type".into())
+    );
+    for (app, rows) in [
+        (wrong, 0),
+        (expired, 0),
+        (rotated, 1),
+        (mine, 1),
+        (theirs, 0),
+    ] {
+        assert_eq!(app.count("webhook_inbox").await, rows);
+        app.shutdown().await;
+    }
+}
