@@ -189,7 +189,7 @@ expires_at = "2001-01-01T00:00:00Z"
 "#;
     let app = twilio_app()
         .add_endpoints(endpoints)
-        .secrets_file(default_secrets() + &secrets)
+        .secrets_file(default_secrets() + secrets)
         .start()
         .await;
     let form = (
@@ -244,7 +244,7 @@ expires_at = "2001-01-01T00:00:00Z"
         "repeated signature",
     );
     check(
-        answer_of(&app, at, &[form.clone()], V0_BODY.as_bytes()).await,
+        answer_of(&app, at, std::slice::from_ref(&form), V0_BODY.as_bytes()).await,
         "missing signature",
     );
     let mut sha256 = headers.clone();
