@@ -587,6 +587,22 @@ pub fn verify<'k>(
         } else {
             &no_url
         };
+        // Resolved only for a check that applies, and once.
+        let pieces = || {
+            resolve(
+                i,
+                &check.message,
+                check.body_sha256_param.as_deref(),
+                inputs,
+            )
+        };
+        // Every candidate is compared, so the time taken does not say which one was close.
+        let any_candidate = |expected: &[u8]| {
+            check
+                .signatures
+                .iter()
+                .fold(false, |ok, sig| ok | same(expected, sig))
+        };
         let matched: Option<(&str, Option<&[u8]>)> = match check.algorithm {
             Algorithm::Token => {
                 if set.secrets.is_empty() {
@@ -594,12 +610,7 @@ pub fn verify<'k>(
                 }
                 set.secrets
                     .iter()
-                    .find(|k| {
-                        check
-                            .signatures
-                            .iter()
-                            .fold(false, |ok, sig| ok | same(&k.key, sig))
-                    })
+                    .find(|k| any_candidate(&k.key))
                     .map(|k| (k.version.as_str(), Some(k.key.as_slice())))
             }
             a @ (Algorithm::HmacSha256 | Algorithm::HmacSha1 | Algorithm::HmacSha512) => {
@@ -607,25 +618,14 @@ pub fn verify<'k>(
                     continue;
                 }
                 let mac = mac_algorithm(a).expect("an HMAC algorithm");
-                let pieces = resolve(
-                    i,
-                    &check.message,
-                    check.body_sha256_param.as_deref(),
-                    inputs,
-                )?;
+                let pieces = pieces()?;
                 pieces.and_then(|pieces| {
                     set.secrets
                         .iter()
                         .find(|k| {
-                            forms.iter().any(|url| {
-                                let expected = mac_of(mac, &k.key, &pieces, url);
-                                // Every candidate is compared, so the time taken does not say
-                                // which one was close.
-                                check
-                                    .signatures
-                                    .iter()
-                                    .fold(false, |ok, sig| ok | same(&expected, sig))
-                            })
+                            forms
+                                .iter()
+                                .any(|url| any_candidate(&mac_of(mac, &k.key, &pieces, url)))
                         })
                         .map(|k| (k.version.as_str(), Some(k.key.as_slice())))
                 })
@@ -645,12 +645,7 @@ pub fn verify<'k>(
                 if usable.is_empty() {
                     continue;
                 }
-                let pieces = resolve(
-                    i,
-                    &check.message,
-                    check.body_sha256_param.as_deref(),
-                    inputs,
-                )?;
+                let pieces = pieces()?;
                 pieces.and_then(|pieces| {
                     usable
                         .into_iter()
