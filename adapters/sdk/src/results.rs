@@ -7,7 +7,9 @@ use crate::bindings::wharf::adapter::types::{
     Ordering, Parsed, Part, Prepared, PublicKeyEncoding, Rejection, RejectionKind, Request,
     SecretEncoding, Span, Tolerance,
 };
-use crate::decode::{Value, form_pairs, prefix_before_body, str_at, utf8_nonempty};
+use crate::decode::{
+    Value, form_pairs, hex_decode, parse_unix_timestamp, prefix_before_body, str_at, utf8_nonempty,
+};
 
 impl Description {
     /// Checks of `algorithm` only, any event type, no body limit of its own, the secret's
@@ -281,6 +283,25 @@ pub fn pieces_then_body(pieces: &[&[u8]], sep: u8) -> Vec<Part> {
         Part::Literal(prefix_before_body(pieces, sep)),
         Part::RawBody,
     ]
+}
+
+/// The `v0` scheme Slack and Zoom share: `<signature_header>: v0=<hex>`, the HMAC-SHA256 of
+/// `v0:<timestamp>:<raw body>`, the timestamp in `<timestamp_header>`.
+pub fn v0_hmac_sha256(
+    req: &Request,
+    signature_header_name: &str,
+    timestamp_header: &str,
+) -> Result<Prepared, Rejection> {
+    let timestamp = signature_header(req, timestamp_header)?;
+    let unix =
+        parse_unix_timestamp(&timestamp).ok_or_else(|| invalid("timestamp is not an integer"))?;
+    let header = signature_header(req, signature_header_name)?;
+    let hex = header
+        .strip_prefix(b"v0=")
+        .ok_or_else(|| invalid("expected v0="))?;
+    let signature = hex_decode(hex).ok_or_else(|| invalid("signature is not hex"))?;
+    let message = pieces_then_body(&[b"v0", &timestamp], b':');
+    Ok(check(Algorithm::HmacSha256, message, vec![signature]).timestamped(unix))
 }
 
 /// A header present exactly once and non-empty; missing, empty or repeated is 401.

@@ -53,16 +53,7 @@ impl Guest for Zoom {
     }
 
     fn prepare(req: &Request) -> Result<Prepared, Rejection> {
-        let timestamp = signature_header(req, "x-zm-request-timestamp")?;
-        let unix = parse_unix_timestamp(&timestamp)
-            .ok_or_else(|| invalid("timestamp is not an integer"))?;
-        let header = signature_header(req, "x-zm-signature")?;
-        let hex = header
-            .strip_prefix(b"v0=")
-            .ok_or_else(|| invalid("expected v0="))?;
-        let signature = hex_decode(hex).ok_or_else(|| invalid("signature is not hex"))?;
-        let message = pieces_then_body(&[b"v0", &timestamp], b':');
-        Ok(check(Algorithm::HmacSha256, message, vec![signature]).timestamped(unix))
+        v0_hmac_sha256(req, "x-zm-signature", "x-zm-request-timestamp")
     }
 
     fn parse(req: &Request) -> Result<Parsed, Rejection> {
