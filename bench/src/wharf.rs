@@ -128,6 +128,10 @@ pub fn write_config(setup: &Setup, dir: &Path) -> anyhow::Result<Written> {
     let config = dir.join("wharf.toml");
     std::fs::write(&config, toml)?;
     std::fs::copy(example.join("secrets.toml"), dir.join("secrets.toml"))?;
+    std::fs::copy(
+        example.join("payload-keys.toml"),
+        dir.join("payload-keys.toml"),
+    )?;
     Ok(Written {
         config,
         listen,

@@ -9,6 +9,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
+use zeroize::Zeroizing;
+
+use crate::support::sealing::{self, PayloadKeys};
 
 pub const DEFAULT_MAX_BODY_BYTES: u64 = 1 << 20;
 /// The largest body limit anywhere (server, endpoint): bodies are buffered whole.
@@ -25,6 +28,9 @@ pub struct Config {
     pub database: DatabaseConfig,
     pub adapters: AdaptersConfig,
     pub secrets: SecretsConfig,
+    /// Raw payloads at rest: the keys that encrypt them.
+    #[serde(default)]
+    pub payloads: PayloadsConfig,
     #[serde(default, rename = "endpoint")]
     pub endpoints: Vec<EndpointConfig>,
     #[serde(default)]
@@ -34,6 +40,16 @@ pub struct Config {
     /// Deliveries: which processed events go to which sink.
     #[serde(default, rename = "route")]
     pub routes: Vec<RouteConfig>,
+}
+
+/// Raw payloads at rest (see `support::sealing`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PayloadsConfig {
+    /// The payload key file: `current = "<id>"` and `[keys] "<id>" = "<base64 of 32 bytes>"`.
+    /// `WHARF_PAYLOAD_KEY=<id>:<base64>` adds a key and makes it current. At least one is
+    /// required: payloads are never stored in plaintext.
+    pub key_file: Option<PathBuf>,
 }
 
 /// Processing: workers, relays and the reconciler (in `wharf serve` and `wharf worker`).
@@ -453,6 +469,9 @@ impl Config {
             resolve(dir);
         }
         resolve(&mut config.secrets.file);
+        if let Some(file) = config.payloads.key_file.as_mut() {
+            resolve(file);
+        }
         Ok(config)
     }
 
@@ -481,6 +500,7 @@ impl Config {
             "[server.tls] is not supported yet: set plain_http = true and terminate TLS at a proxy"
         );
         self.validate_ranges()?;
+        self.payload_keys()?;
         anyhow::ensure!(
             self.database.url.is_some(),
             "no database url: set [database] url or WHARF_DATABASE_URL"
@@ -669,6 +689,16 @@ impl Config {
             .unwrap_or(self.worker.max_attempts)
     }
 
+    /// The payload keys: the key file, then `WHARF_PAYLOAD_KEY` (read now, never stored in
+    /// the config, which is cloned and may be printed).
+    pub fn payload_keys(&self) -> anyhow::Result<PayloadKeys> {
+        let env = std::env::var(sealing::KEY_ENV).ok().map(Zeroizing::new);
+        Ok(PayloadKeys::load(
+            self.payloads.key_file.as_deref(),
+            env.as_ref().map(|v| v.as_str()),
+        )?)
+    }
+
     pub fn database_url(&self) -> &str {
         self.database.url.as_deref().unwrap_or_default()
     }
@@ -751,6 +781,19 @@ mod tests {
             .map(|(name, body)| format!("[{name}]\n{body}\n"))
             .collect();
         text.push_str(&format!("[[endpoint]]\n{endpoint}"));
+        let dir = tempfile::tempdir()?;
+        let keys = dir.path().join("keys.toml");
+        std::fs::write(
+            &keys,
+            format!(
+                "current = \"k\"\n[keys]\nk = \"{}\"\n",
+                "A".repeat(43) + "="
+            ),
+        )?;
+        text.push_str(&format!(
+            "\n[payloads]\nkey_file = {:?}\n",
+            keys.display().to_string()
+        ));
         let config = Config::parse(&text, Path::new("/"))?;
         config.validate()?;
         Ok(config)

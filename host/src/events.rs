@@ -7,6 +7,9 @@ use sqlx::PgPool;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
+use crate::processing::{StoredPayload, event_bytes};
+use crate::support::sealing::PayloadKeys;
+
 #[derive(Debug, Clone, Default)]
 pub struct Filter {
     pub status: Option<String>,
@@ -62,11 +65,12 @@ async fn select(pool: &PgPool, filter: &Filter, order: &str) -> anyhow::Result<V
         .await?)
 }
 
-/// Everything known about one event, as JSON; the payload only with `with_payload`.
+/// Everything known about one event, as JSON; the payload only when given the keys that open
+/// it (`payload_keys`).
 pub async fn show(
     pool: &PgPool,
     inbox_id: Uuid,
-    with_payload: bool,
+    payload_keys: Option<&PayloadKeys>,
 ) -> anyhow::Result<Option<serde_json::Value>> {
     let event: Option<serde_json::Value> = sqlx::query_scalar(
         "SELECT to_jsonb(e) FROM (
@@ -102,30 +106,37 @@ pub async fn show(
     .fetch_optional(pool)
     .await?;
     event["processed_marker"] = processed.unwrap_or(serde_json::Value::Null);
-    if with_payload {
+    if let Some(keys) = payload_keys {
         // The event's own span of a batch's body (as processing and deliveries see it), or
-        // the whole body; none when the body is gone or the span lies past its end.
-        let body: Option<Vec<u8>> = sqlx::query_scalar(
-            "SELECT CASE WHEN i.payload_start IS NULL THEN p.body
-                         WHEN i.payload_end <= octet_length(p.body)
-                         THEN substring(p.body from (i.payload_start + 1)::int
-                                               for (i.payload_end - i.payload_start)::int)
-                    END
-             FROM webhook_payloads p JOIN webhook_inbox i
-             ON i.raw_payload_ref = p.payload_ref WHERE i.inbox_id = $1",
-        )
-        .bind(inbox_id)
-        .fetch_optional(pool)
-        .await?
-        .flatten();
-        event["payload"] = match body {
+        // the whole body; none when the body is gone.
+        let row: Option<(Uuid, Option<String>, Vec<u8>, Option<i64>, Option<i64>)> =
+            sqlx::query_as(
+                "SELECT p.payload_ref, p.key_id, p.body, i.payload_start, i.payload_end
+                 FROM webhook_payloads p JOIN webhook_inbox i
+                 ON i.raw_payload_ref = p.payload_ref WHERE i.inbox_id = $1",
+            )
+            .bind(inbox_id)
+            .fetch_optional(pool)
+            .await?;
+        event["payload"] = match row {
             None => serde_json::Value::Null,
-            Some(bytes) => match String::from_utf8(bytes) {
-                Ok(text) => serde_json::json!({ "utf8": text }),
-                Err(e) => serde_json::json!({
-                    "base64": base64::engine::general_purpose::STANDARD.encode(e.as_bytes())
-                }),
-            },
+            Some((payload_ref, key_id, body, start, end)) => {
+                let stored = StoredPayload {
+                    payload_ref,
+                    key_id,
+                    body,
+                };
+                match event_bytes(keys, Some(&stored), start.zip(end)) {
+                    Err(e) => serde_json::json!({ "error": e.to_string() }),
+                    Ok(bytes) => match String::from_utf8(bytes) {
+                        Ok(text) => serde_json::json!({ "utf8": text }),
+                        Err(e) => serde_json::json!({
+                            "base64": base64::engine::general_purpose::STANDARD
+                                .encode(e.as_bytes())
+                        }),
+                    },
+                }
+            }
         };
     }
     Ok(Some(event))

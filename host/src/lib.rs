@@ -29,6 +29,9 @@ pub mod processing;
 /// Operator queries behind `wharf events`.
 pub mod events;
 
+/// Operator actions on stored payloads behind `wharf payloads`: re-encryption.
+pub mod payloads;
+
 /// Public and admin routes.
 pub mod http;
 

@@ -52,10 +52,12 @@ impl Server {
     pub async fn start(config: Config, options: ServerOptions) -> anyhow::Result<Self> {
         failpoint::validate()?;
         let metrics = Arc::new(Metrics::default());
+        let payload_keys = Arc::new(config.payload_keys()?);
         let store = Store::connect_lazy(
             config.database_url(),
             config.database.max_connections,
             config.database.commit_timeout(),
+            Arc::clone(&payload_keys),
         )?
         .with_group_commit(
             CommitSettings {
@@ -124,6 +126,7 @@ impl Server {
             Arc::clone(&config),
             metrics,
             ingest.signals(),
+            payload_keys,
         )?);
         let state = HttpState {
             ingest: Arc::clone(&ingest),
@@ -202,8 +205,10 @@ impl ProcessingHost {
     ) -> anyhow::Result<Self> {
         failpoint::validate()?;
         let config = Arc::new(config);
+        let payload_keys = Arc::new(config.payload_keys()?);
         if config.database.migrate_on_start {
-            Store::connect_lazy(config.database_url(), 1, Duration::from_secs(30))?
+            let keys = Arc::clone(&payload_keys);
+            Store::connect_lazy(config.database_url(), 1, Duration::from_secs(30), keys)?
                 .migrate()
                 .await?;
         }
@@ -211,6 +216,7 @@ impl ProcessingHost {
             Arc::clone(&config),
             Arc::new(Metrics::default()),
             Arc::default(),
+            payload_keys,
         )?);
         let cancel = CancellationToken::new();
         let mut tasks = JoinSet::new();

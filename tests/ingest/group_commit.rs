@@ -206,7 +206,8 @@ async fn events_of_one_batch_keep_their_spans_and_a_shared_event_keeps_its_owner
 
     let url = fresh_database().await;
     let metrics = Arc::new(Metrics::default());
-    let store = Store::connect_lazy(&url, 4, std::time::Duration::from_secs(2))
+    let keys = crate::support::app::test_payload_keys();
+    let store = Store::connect_lazy(&url, 4, std::time::Duration::from_secs(2), keys)
         .unwrap()
         .with_group_commit(
             CommitSettings {
@@ -259,15 +260,20 @@ async fn events_of_one_batch_keep_their_spans_and_a_shared_event_keeps_its_owner
     let db = sqlx::PgPool::connect(&url).await.unwrap();
     // Each row's span, and the body it points into: the shared event keeps its first
     // request's span and payload.
-    type Stored = (String, Option<i64>, Option<i64>, Vec<u8>);
-    let rows: Vec<Stored> = sqlx::query_as(
-        "SELECT i.provider_event_id, i.payload_start, i.payload_end, p.body
+    type Stored = (String, Option<i64>, Option<i64>, uuid::Uuid);
+    let refs: Vec<Stored> = sqlx::query_as(
+        "SELECT i.provider_event_id, i.payload_start, i.payload_end, p.payload_ref
          FROM webhook_inbox i JOIN webhook_payloads p ON p.payload_ref = i.raw_payload_ref
          ORDER BY i.provider_event_id",
     )
     .fetch_all(&db)
     .await
     .unwrap();
+    let mut rows = Vec::new();
+    for (id, start, end, payload_ref) in refs {
+        let body = crate::support::app::opened_payload(&db, payload_ref).await;
+        rows.push((id, start, end, body));
+    }
     let first_body = b"[{\"a\":1},{\"s\":1}]".to_vec();
     let second_body = b"[{\"s\":1},{\"b\":2}]".to_vec();
     assert_eq!(

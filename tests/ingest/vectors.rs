@@ -561,12 +561,13 @@ async fn host_verifies_raw_bytes_not_reserialised_json() {
         "{accepted:?}"
     );
     // The stored payload is the exact raw bytes, hashed as received.
-    let (stored, hash): (Vec<u8>, Vec<u8>) = sqlx::query_as(
-        "SELECT p.body, i.payload_hash FROM webhook_inbox i JOIN webhook_payloads p ON p.payload_ref = i.raw_payload_ref",
+    let (payload_ref, hash): (uuid::Uuid, Vec<u8>) = sqlx::query_as(
+        "SELECT p.payload_ref, i.payload_hash FROM webhook_inbox i JOIN webhook_payloads p ON p.payload_ref = i.raw_payload_ref",
     )
     .fetch_one(&app.db)
     .await
     .unwrap();
+    let stored = crate::support::app::opened_payload(&app.db, payload_ref).await;
     assert_eq!(stored, body.as_bytes());
     use sha2::Digest;
     assert_eq!(hash, sha2::Sha256::digest(body.as_bytes()).to_vec());

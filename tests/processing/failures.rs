@@ -267,7 +267,7 @@ async fn redirects_are_failed_attempts_and_never_followed() {
     .await;
 
     let id: uuid::Uuid = answer.json["inbox_id"].as_str().unwrap().parse().unwrap();
-    let shown = wharf::events::show(&app.db, id, false)
+    let shown = wharf::events::show(&app.db, id, None)
         .await
         .unwrap()
         .unwrap();

@@ -8,6 +8,7 @@ mod backlog;
 mod batches;
 mod claims;
 mod crash;
+mod encryption;
 mod failures;
 mod headers;
 mod leases;

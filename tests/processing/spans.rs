@@ -44,7 +44,13 @@ fn event(id: &str, object: &str, span: Option<(i64, i64)>) -> NewEvent {
 }
 
 fn store(app: &TestApp) -> Store {
-    Store::connect_lazy(&app.config.database_url, 2, Duration::from_secs(2)).unwrap()
+    Store::connect_lazy(
+        &app.config.database_url,
+        2,
+        Duration::from_secs(2),
+        test_payload_keys(),
+    )
+    .unwrap()
 }
 
 async fn accept(store: &Store, body: &str, events: Vec<NewEvent>) -> Vec<Acceptance> {
@@ -225,7 +231,7 @@ async fn a_span_past_the_stored_body_is_poison_and_an_inverted_one_is_refused() 
         Some("event span lies outside the stored payload")
     );
     assert_eq!(app.count("object_state").await, 0);
-    let shown = wharf::events::show(&app.db, id, true)
+    let shown = wharf::events::show(&app.db, id, Some(&test_payload_keys()))
         .await
         .unwrap()
         .unwrap();

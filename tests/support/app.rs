@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use sqlx::PgPool;
 use wharf::config::Config;
 use wharf::support::clock::{FixedClock, SharedClock, SystemClock};
+use wharf::support::sealing::PayloadKeys;
 use wharf::{Server, ServerOptions};
 
 use super::database::{fresh_database, scalar_i64};
@@ -47,6 +48,31 @@ pub fn http_route_toml(url: &str, extra: &str) -> String {
     )
 }
 
+/// The payload key every test app seals with: `test-1`, current (base64 of
+/// "test-payload-key-32-bytes-long!!").
+pub const TEST_PAYLOAD_KEY: &str = "dGVzdC1wYXlsb2FkLWtleS0zMi1ieXRlcy1sb25nISE=";
+
+/// The keys that open what a test app stored.
+pub fn test_payload_keys() -> Arc<PayloadKeys> {
+    Arc::new(PayloadKeys::single(
+        "test-1",
+        *b"test-payload-key-32-bytes-long!!",
+    ))
+}
+
+/// The plaintext of a stored payload row, opened with the test key.
+pub async fn opened_payload(db: &PgPool, payload_ref: uuid::Uuid) -> Vec<u8> {
+    let (key_id, body): (Option<String>, Vec<u8>) =
+        sqlx::query_as("SELECT key_id, body FROM webhook_payloads WHERE payload_ref = $1")
+            .bind(payload_ref)
+            .fetch_one(db)
+            .await
+            .expect("payload row");
+    test_payload_keys()
+        .open(payload_ref, key_id.as_deref(), &body)
+        .expect("payload opens")
+}
+
 static TRACING: AtomicBool = AtomicBool::new(false);
 
 fn init_tracing() {
@@ -73,9 +99,16 @@ pub struct TestAppBuilder {
     clock: Option<SharedClock>,
     database_url: Option<String>,
     max_body_bytes: u64,
+    /// The payload key file's text.
+    payload_keys: String,
 }
 
 impl TestAppBuilder {
+    /// Replaces the payload key file's text (by default: [`TEST_PAYLOAD_KEY`] as `test-1`).
+    pub fn payload_key_file(mut self, text: impl Into<String>) -> Self {
+        self.payload_keys = text.into();
+        self
+    }
     /// Replaces the secrets file's text.
     pub fn secrets_file(mut self, text: impl Into<String>) -> Self {
         self.secrets = text.into();
@@ -131,6 +164,7 @@ impl TestAppBuilder {
         }
         let secrets = dir.path().join("secrets.toml");
         std::fs::write(&secrets, &self.secrets).unwrap();
+        std::fs::write(dir.path().join("payload-keys.toml"), &self.payload_keys).unwrap();
         let database_url = match self.database_url {
             Some(url) => url,
             None => fresh_database().await,
@@ -152,6 +186,9 @@ cache_dir = "{cache}"
 
 [secrets]
 file = "secrets.toml"
+
+[payloads]
+key_file = "payload-keys.toml"
 {tail}"#,
             max_body = self.max_body_bytes,
             database_extra = self.database_extra,
@@ -237,6 +274,9 @@ impl TestApp {
             clock: None,
             database_url: None,
             max_body_bytes: 1 << 20,
+            payload_keys: format!(
+                "current = \"test-1\"\n[keys]\ntest-1 = \"{TEST_PAYLOAD_KEY}\"\n"
+            ),
         }
     }
 

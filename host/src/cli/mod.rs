@@ -66,6 +66,29 @@ enum Command {
         #[command(subcommand)]
         command: AdapterCommand,
     },
+    /// Payload keys: make one, re-encrypt stored payloads under the current one.
+    Payloads {
+        #[arg(long, env = "WHARF_CONFIG", default_value = "wharf.toml")]
+        config: PathBuf,
+        #[command(subcommand)]
+        command: PayloadsCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum PayloadsCommand {
+    /// Print a new random payload key, as a key file line and as `WHARF_PAYLOAD_KEY`.
+    NewKey {
+        /// The key's id (stored beside every payload it seals): for example the month.
+        #[arg(long)]
+        id: String,
+    },
+    /// Seal every stored payload not under the current key with it, in bounded batches
+    /// (safe beside serving; run it again after an interruption).
+    Reencrypt {
+        #[arg(long, default_value_t = 500)]
+        batch: i64,
+    },
 }
 
 #[derive(Subcommand)]
@@ -150,6 +173,13 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// The real user id of this process (the owner of `/proc/self`), for the audit line; -1 when
+/// unknown.
+fn process_uid() -> i64 {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::metadata("/proc/self").map_or(-1, |m| i64::from(m.uid()))
+}
+
 /// Logs go to stderr; `WHARF_LOG_FORMAT=json` for one JSON object per line.
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -169,8 +199,9 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Serve { config } => serve(Config::load(&config)?).await,
         Command::Migrate { config } => {
             let config = Config::load(&config)?;
-            let store =
-                Store::connect_lazy(config.database_url(), 2, std::time::Duration::from_secs(30))?;
+            let keys = std::sync::Arc::new(config.payload_keys()?);
+            let timeout = std::time::Duration::from_secs(30);
+            let store = Store::connect_lazy(config.database_url(), 2, timeout, keys)?;
             store.migrate().await?;
             println!("migrations applied");
             Ok(())
@@ -194,7 +225,43 @@ async fn run(command: Command) -> anyhow::Result<()> {
         }
         Command::Events { config, command } => events(&Config::load(&config)?, command).await,
         Command::Adapter { command } => adapter(command).await,
+        Command::Payloads {
+            command: PayloadsCommand::NewKey { id },
+            ..
+        } => {
+            let (line, env) = crate::support::sealing::new_key(&id);
+            println!("# in the key file's [keys] table (set current = {id:?} to seal with it):");
+            println!("{line}");
+            println!("# or in the environment:");
+            println!("{}={env}", crate::support::sealing::KEY_ENV);
+            Ok(())
+        }
+        Command::Payloads {
+            config,
+            command: PayloadsCommand::Reencrypt { batch },
+        } => reencrypt(&Config::load(&config)?, batch).await,
     }
+}
+
+async fn reencrypt(config: &Config, batch: i64) -> anyhow::Result<()> {
+    anyhow::ensure!((1..=10_000).contains(&batch), "--batch must be 1..=10000");
+    let keys = config.payload_keys()?;
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect(config.database_url())
+        .await?;
+    let done = crate::payloads::reencrypt(&pool, &keys, batch, |so_far| {
+        eprintln!("resealed {} of {} found", so_far.resealed, so_far.found);
+    })
+    .await?;
+    println!("{}", serde_json::to_string(&done)?);
+    anyhow::ensure!(
+        done.unreadable.is_empty(),
+        "{} payloads did not open with the configured keys (listed above); they keep their \
+         old key",
+        done.unreadable.len()
+    );
+    Ok(())
 }
 
 async fn adapter(command: AdapterCommand) -> anyhow::Result<()> {
@@ -366,10 +433,24 @@ async fn events(config: &Config, command: EventsCommand) -> anyhow::Result<()> {
                 }
             }
         }
-        EventsCommand::Show { id, payload } => match events::show(&pool, id, payload).await? {
-            Some(event) => println!("{}", serde_json::to_string_pretty(&event)?),
-            None => anyhow::bail!("no event {id}"),
-        },
+        EventsCommand::Show { id, payload } => {
+            let keys = payload.then(|| config.payload_keys()).transpose()?;
+            let Some(event) = events::show(&pool, id, keys.as_ref()).await? else {
+                anyhow::bail!("no event {id}");
+            };
+            if payload {
+                // The audit trail of who read a payload: the operating-system account that
+                // ran this command (Wharf has no users of its own), on stderr with the logs.
+                tracing::warn!(
+                    target: "wharf::audit",
+                    inbox_id = %id,
+                    uid = process_uid(),
+                    user = std::env::var("USER").unwrap_or_default(),
+                    "payload decrypted for an operator"
+                );
+            }
+            println!("{}", serde_json::to_string_pretty(&event)?);
+        }
         EventsCommand::Replay {
             mut ids,
             status,

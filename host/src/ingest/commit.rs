@@ -27,6 +27,7 @@ use uuid::Uuid;
 use super::rows::{Acceptance, NewEvent, StoreError, StoredVersion, Submission, redact_db};
 use crate::support::columns::column;
 use crate::support::metrics::Metrics;
+use crate::support::sealing::{PayloadKeys, Sealed};
 
 /// How acceptance transactions are formed (`[database] accept_*`).
 #[derive(Debug, Clone, Copy)]
@@ -52,20 +53,24 @@ impl Default for CommitSettings {
 
 pub(super) type Reply = oneshot::Sender<Result<Vec<Acceptance>, StoreError>>;
 
-/// One request's submission waiting for its transaction. The payload's id and hash are
-/// computed by the request's own task, not by the writer.
+/// One request's submission waiting for its transaction. The payload's id, hash and sealed
+/// bytes are computed by the request's own task, not by the writer.
 pub(super) struct Pending {
     submission: Submission,
     payload_ref: Uuid,
     payload_hash: [u8; 32],
+    /// The body as stored: compressed and encrypted for this `payload_ref`.
+    sealed: Sealed,
     reply: Reply,
 }
 
 impl Pending {
-    pub(super) fn new(submission: Submission, reply: Reply) -> Self {
+    pub(super) fn new(submission: Submission, keys: &PayloadKeys, reply: Reply) -> Self {
+        let payload_ref = Uuid::now_v7();
         Self {
-            payload_ref: Uuid::now_v7(),
+            payload_ref,
             payload_hash: Sha256::digest(&submission.payload).into(),
+            sealed: keys.seal(payload_ref, &submission.payload),
             submission,
             reply,
         }
@@ -272,9 +277,9 @@ async fn insert(pool: &PgPool, batch: &[Pending]) -> Result<Vec<Vec<Acceptance>>
             SELECT rows.outbox_id, rows.inbox_id, rows.topic FROM rows JOIN ins USING (inbox_id)
         ), payloads AS (
             -- Once per request, whatever number of its events (and their spans) it backs.
-            INSERT INTO webhook_payloads (payload_ref, body)
-            SELECT p.payload_ref, p.body
-            FROM unnest($17::uuid[], $18::bytea[]) AS p(payload_ref, body)
+            INSERT INTO webhook_payloads (payload_ref, key_id, body)
+            SELECT p.payload_ref, p.key_id, p.body
+            FROM unnest($17::uuid[], $18::text[], $19::bytea[]) AS p(payload_ref, key_id, body)
             WHERE p.payload_ref IN (SELECT raw_payload_ref FROM ins)
         )
         SELECT inbox_id FROM ins",
@@ -296,12 +301,8 @@ async fn insert(pool: &PgPool, batch: &[Pending]) -> Result<Vec<Vec<Acceptance>>
     .bind(columns.payload_starts)
     .bind(columns.payload_ends)
     .bind(column(batch, |p| p.payload_ref))
-    .bind(
-        batch
-            .iter()
-            .map(|p| p.submission.payload.as_ref())
-            .collect::<Vec<&[u8]>>(),
-    )
+    .bind(column(batch, |p| p.sealed.key_id.as_str()))
+    .bind(column(batch, |p| p.sealed.bytes.as_slice()))
     .fetch_all(pool)
     .await?;
 

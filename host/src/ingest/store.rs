@@ -14,6 +14,7 @@ use tokio::sync::oneshot;
 use super::commit::{self, CommitSettings, GroupCommit, Pending};
 use super::rows::{Acceptance, StoreError, Submission};
 use crate::support::metrics::Metrics;
+use crate::support::sealing::PayloadKeys;
 
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
 
@@ -23,6 +24,8 @@ pub struct Store {
     commit_timeout: Duration,
     /// Absent in commands that only read (`wharf events`): `accept` then commits alone.
     group_commit: Option<Arc<GroupCommit>>,
+    /// What seals each raw body before it is stored.
+    payload_keys: Arc<PayloadKeys>,
 }
 
 impl Store {
@@ -32,6 +35,7 @@ impl Store {
         url: &str,
         max_connections: u32,
         commit_timeout: Duration,
+        payload_keys: Arc<PayloadKeys>,
     ) -> anyhow::Result<Self> {
         let options: PgConnectOptions = url.parse()?;
         let pool = PgPoolOptions::new()
@@ -43,6 +47,7 @@ impl Store {
             pool,
             commit_timeout,
             group_commit: None,
+            payload_keys,
         })
     }
 
@@ -82,7 +87,7 @@ impl Store {
     /// converge on the unique row.
     pub async fn accept(&self, submission: Submission) -> Result<Vec<Acceptance>, StoreError> {
         let (reply, answer) = oneshot::channel();
-        let pending = Pending::new(submission, reply);
+        let pending = Pending::new(submission, &self.payload_keys, reply);
         let wait = async {
             match &self.group_commit {
                 Some(group) => group.submit(pending)?,

@@ -13,6 +13,7 @@ use super::nats::Nats;
 use crate::config::Config;
 use crate::ingest::redact_db;
 use crate::support::metrics::Metrics;
+use crate::support::sealing::PayloadKeys;
 use crate::support::signals::Signals;
 
 /// What every processing task shares.
@@ -22,6 +23,8 @@ pub struct Processing {
     pub metrics: Arc<Metrics>,
     pub signals: Arc<Signals>,
     pub nats: Option<Arc<Nats>>,
+    /// What opens the sealed raw payloads.
+    pub payload_keys: Arc<PayloadKeys>,
 }
 
 impl Processing {
@@ -29,6 +32,7 @@ impl Processing {
         config: Arc<Config>,
         metrics: Arc<Metrics>,
         signals: Arc<Signals>,
+        payload_keys: Arc<PayloadKeys>,
     ) -> anyhow::Result<Self> {
         let options: PgConnectOptions = config.database_url().parse()?;
         // Processing commits without waiting for the WAL flush. What a database crash can
@@ -60,6 +64,7 @@ impl Processing {
             metrics,
             signals,
             nats,
+            payload_keys,
         })
     }
 

@@ -31,6 +31,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::context::{MIN_IDLE, Processing, wait_for_work};
+use super::payloads::{PayloadError, StoredPayload, event_bytes};
 use crate::config::SinkKind;
 use crate::ingest::redact_db;
 use crate::support::columns::column;
@@ -67,8 +68,8 @@ struct Claimed {
     endpoint_id: String,
     event_id: String,
     event_type: String,
-    /// The event's bytes, or why they cannot be had (both poison: retrying cannot help).
-    body: Result<Vec<u8>, &'static str>,
+    /// The event's bytes, or why they cannot be had.
+    body: Result<Vec<u8>, PayloadError>,
 }
 
 /// Which deliveries a relay sends.
@@ -217,14 +218,8 @@ impl DeliveryRelay {
              )
              SELECT c.delivery_id, c.inbox_id, c.sink, c.target, c.attempt_count,
                     c.max_attempts, i.endpoint_id, i.provider_event_id, i.event_type,
-                    -- only the event's span (substring counts from 1); NULL when it lies past
-                    -- the body's end, tested first so the int casts cannot overflow
-                    CASE WHEN i.payload_start IS NULL THEN pl.body
-                         WHEN i.payload_end <= octet_length(pl.body)
-                         THEN substring(pl.body from (i.payload_start + 1)::int
-                                                for (i.payload_end - i.payload_start)::int)
-                    END,
-                    c.claim_id, pl.payload_ref IS NOT NULL
+                    pl.body, c.claim_id, pl.payload_ref, pl.key_id, i.payload_start,
+                    i.payload_end
              FROM claimed c
              JOIN webhook_inbox i ON i.inbox_id = c.inbox_id
              LEFT JOIN webhook_payloads pl ON pl.payload_ref = i.raw_payload_ref",
@@ -250,10 +245,17 @@ impl DeliveryRelay {
                 endpoint_id: r.get(6),
                 event_id: r.get(7),
                 event_type: r.get(8),
-                body: match (r.get::<Option<Vec<u8>>, _>(9), r.get::<bool, _>(11)) {
-                    (Some(body), _) => Ok(body),
-                    (None, true) => Err("event span lies outside the stored payload"),
-                    (None, false) => Err("payload no longer stored (past retention)"),
+                // Sealed whole; opened here and cut to the event's span (`payloads`).
+                body: {
+                    let stored = r
+                        .get::<Option<Uuid>, _>(11)
+                        .map(|payload_ref| StoredPayload {
+                            payload_ref,
+                            key_id: r.get(12),
+                            body: r.get(9),
+                        });
+                    let span = r.get::<Option<i64>, _>(13).zip(r.get::<Option<i64>, _>(14));
+                    event_bytes(&p.payload_keys, stored.as_ref(), span)
                 },
                 claim_id: r.get(10),
             })
@@ -321,10 +323,10 @@ impl DeliveryRelay {
     }
 
     async fn send(&self, d: &Claimed) -> Result<(), Failure> {
-        let body = d
-            .body
-            .as_ref()
-            .map_err(|&why| Failure::Permanent(why.into()))?;
+        let body = d.body.as_ref().map_err(|why| match why.is_transient() {
+            true => Failure::Transient(why.to_string()),
+            false => Failure::Permanent(why.to_string()),
+        })?;
         let timeout = self.timeout_for(&d.sink, &d.target);
         let key = d.inbox_id.to_string();
         let headers = wharf_headers(d)?;

@@ -7,11 +7,13 @@
 //! - `deliveries`: the relay that sends deliveries to `http` and `nats` sinks
 //! - `reconcile`: the periodic audit that requeues what went missing
 //! - `nats`: the one lazy JetStream connection
+//! - `payloads`: stored payloads opened (decrypted) and cut to an event's span
 
 mod context;
 mod deliveries;
 mod nats;
 mod outbox;
+mod payloads;
 mod reconcile;
 mod tasks;
 mod worker;
@@ -19,5 +21,6 @@ mod worker;
 pub use context::Processing;
 pub use deliveries::{DeliveryRelay, Lane};
 pub use outbox::OutboxRelay;
+pub use payloads::{PayloadError, StoredPayload, event_bytes, event_span};
 pub use reconcile::{Audit, Reconciler};
 pub use worker::{Claim, Effect, Worker};

@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::context::{MIN_IDLE, Processing, wait_for_work};
+use super::payloads::{PayloadError, StoredPayload, event_span};
 use crate::config::EndpointConfig;
 use crate::ingest::redact_db;
 use crate::support::columns::column;
@@ -152,12 +153,12 @@ struct Applied {
 }
 
 /// What one batch transaction did: events committed as processed, and events left out of it
-/// because retrying cannot help (their failure is recorded after the transaction ends, since
-/// it holds their rows' locks).
+/// because their payload cannot be had now (their failure is recorded after the transaction
+/// ends, since it holds their rows' locks: `FAILED` when retrying cannot help, else a retry).
 #[derive(Default)]
 struct Committed {
     applied: Vec<Applied>,
-    poisoned: Vec<(usize, ProcessError)>,
+    left_out: Vec<(usize, ProcessError)>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -345,7 +346,7 @@ impl Worker {
 
     /// After a batch transaction ended: record what was left out, then acknowledge.
     async fn settle(&self, claims: &[Claim], committed: Committed) {
-        for (i, error) in committed.poisoned {
+        for (i, error) in committed.left_out {
             self.record_failure(&claims[i], error).await;
         }
         self.acknowledge(&committed.applied);
@@ -383,14 +384,24 @@ impl Worker {
         // bodies, each once however many of the batch's events it holds; each event then
         // takes its own span of it (`event_payload`).
         let refs: Vec<Uuid> = claims.iter().map(|c| c.payload_ref).collect();
-        let bodies: HashMap<Uuid, Vec<u8>> = sqlx::query_as::<_, (Uuid, Vec<u8>)>(
-            "SELECT payload_ref, body FROM webhook_payloads WHERE payload_ref = ANY($1)",
-        )
-        .bind(&refs)
-        .fetch_all(&p.pool)
-        .await?
-        .into_iter()
-        .collect();
+        let bodies: HashMap<Uuid, Result<Vec<u8>, PayloadError>> =
+            sqlx::query_as::<_, (Uuid, Option<String>, Vec<u8>)>(
+                "SELECT payload_ref, key_id, body FROM webhook_payloads
+                 WHERE payload_ref = ANY($1)",
+            )
+            .bind(&refs)
+            .fetch_all(&p.pool)
+            .await?
+            .into_iter()
+            .map(|(payload_ref, key_id, body)| {
+                let stored = StoredPayload {
+                    payload_ref,
+                    key_id,
+                    body,
+                };
+                (payload_ref, stored.open(&p.payload_keys))
+            })
+            .collect();
 
         let mut tx = p.pool.begin().await?;
         let held = lock_claimed(&mut tx, claims).await?;
@@ -405,9 +416,12 @@ impl Worker {
                 Some(Some(done)) => live.push((i, Some(*done))),
                 Some(None) => match event_payload(claim, &bodies) {
                     Ok(_) => live.push((i, None)),
+                    Err(why) if why.is_transient() => committed
+                        .left_out
+                        .push((i, ProcessError::Transient(why.to_string()))),
                     Err(why) => committed
-                        .poisoned
-                        .push((i, ProcessError::Poison(why.into()))),
+                        .left_out
+                        .push((i, ProcessError::Poison(why.to_string()))),
                 },
             }
         }
@@ -746,19 +760,14 @@ async fn write(
 /// none. Either failure is poison: retrying cannot bring a body back or lengthen it.
 fn event_payload<'b>(
     claim: &Claim,
-    bodies: &'b HashMap<Uuid, Vec<u8>>,
-) -> Result<&'b [u8], &'static str> {
+    bodies: &'b HashMap<Uuid, Result<Vec<u8>, PayloadError>>,
+) -> Result<&'b [u8], PayloadError> {
     let body = bodies
         .get(&claim.payload_ref)
-        .ok_or("payload no longer stored (past retention)")?;
-    let Some((start, end)) = claim.payload_span else {
-        return Ok(body);
-    };
-    usize::try_from(start)
-        .ok()
-        .zip(usize::try_from(end).ok())
-        .and_then(|(start, end)| body.get(start..end))
-        .ok_or("event span lies outside the stored payload")
+        .ok_or(PayloadError::Gone)?
+        .as_ref()
+        .map_err(Clone::clone)?;
+    event_span(body, claim.payload_span)
 }
 
 /// The event document stored in the projection: the event's payload when it is JSON that

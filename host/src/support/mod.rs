@@ -5,6 +5,7 @@ pub mod columns;
 pub mod failpoint;
 pub mod metrics;
 pub mod redact;
+pub mod sealing;
 pub mod signals;
 pub mod subjects;
 pub mod watch;

@@ -1,0 +1,412 @@
+//! Payload encryption at rest. A raw body is compressed (lz4, when that makes it smaller),
+//! then sealed with XChaCha20-Poly1305 under the current payload key. The 192-bit nonce is
+//! random for every seal: at 2,000 bodies a second for a century the chance of a repeat stays
+//! below 2^-100, so no counter has to survive restarts or be shared between hosts.
+//!
+//! The associated data binds a ciphertext to its row (`payload_ref`), to the key id stored
+//! beside it and to the format: a ciphertext copied into another row, or relabelled with
+//! another key id, does not open.
+//!
+//! Keys come from a key file or the environment, never from the database: `[payloads]
+//! key_file` (TOML: `current = "<id>"` and `[keys] "<id>" = "<base64 of 32 bytes>"`) and
+//! `WHARF_PAYLOAD_KEY=<id>:<base64>` (added, and made current). Every key listed opens; only
+//! the current one seals.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path;
+
+use base64::Engine as _;
+use chacha20poly1305::aead::{Aead, AeadCore, KeyInit, OsRng, Payload};
+use chacha20poly1305::{XChaCha20Poly1305, XNonce};
+use serde::Deserialize;
+use uuid::Uuid;
+use zeroize::Zeroizing;
+
+/// The first byte of every sealed body: how the rest is laid out.
+const FORMAT_V1: u8 = 1;
+const NONCE_LEN: usize = 24;
+/// What the sealed plaintext starts with: the body as is, or lz4 with its size in front.
+const RAW: u8 = 0;
+const LZ4: u8 = 1;
+/// No body is larger (the largest body limit there is); a sealed size claiming more is
+/// refused before anything is allocated.
+const MAX_OPENED_BYTES: usize = 64 << 20;
+/// Key ids go into the database beside each row; keep them short and printable.
+const MAX_KEY_ID_BYTES: usize = 64;
+
+/// The environment variable holding one more key, made current: `<id>:<base64 of 32 bytes>`.
+pub const KEY_ENV: &str = "WHARF_PAYLOAD_KEY";
+
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("cannot read the payload key file {path}: {cause}")]
+    Read { path: String, cause: std::io::Error },
+}
+
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+pub enum OpenError {
+    /// The key is not configured on this host (a rotation not yet rolled out here).
+    #[error("payload key {0:?} is not configured on this host")]
+    UnknownKey(String),
+    /// Tampered with, corrupted, or moved from another row: never a wrong plaintext.
+    #[error("the payload does not open under key {0:?} (corrupted, or not this row's)")]
+    Rejected(String),
+}
+
+/// One 256-bit key; its bytes never appear in `Debug` or a log line.
+struct Key {
+    cipher: XChaCha20Poly1305,
+}
+
+/// The payload keys of this host: which one seals, and every one that opens.
+pub struct PayloadKeys {
+    current: String,
+    keys: BTreeMap<String, Key>,
+}
+
+impl fmt::Debug for PayloadKeys {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PayloadKeys")
+            .field("current", &self.current)
+            .field("ids", &self.keys.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KeyFile {
+    current: String,
+    keys: BTreeMap<String, Zeroizing<String>>,
+}
+
+/// A sealed body as stored: the key id goes in its own column, the bytes in `body`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sealed {
+    pub key_id: String,
+    pub bytes: Vec<u8>,
+}
+
+impl PayloadKeys {
+    /// The keys from the file (when configured) and the environment value (when set). At
+    /// least one key must result; the environment's is current when present.
+    pub fn load(file: Option<&Path>, env: Option<&str>) -> Result<Self, KeyError> {
+        let mut keys = BTreeMap::new();
+        let mut current = None;
+        if let Some(path) = file {
+            let text =
+                Zeroizing::new(
+                    std::fs::read_to_string(path).map_err(|cause| KeyError::Read {
+                        path: path.display().to_string(),
+                        cause,
+                    })?,
+                );
+            let parsed: KeyFile = toml::from_str(&text).map_err(|e| {
+                // toml's message may quote the offending line, which may hold a key.
+                let line = e.span().map(|s| text[..s.start].lines().count().max(1));
+                KeyError::Invalid(format!(
+                    "{}: not a payload key file{}",
+                    path.display(),
+                    line.map(|l| format!(" (line {l})")).unwrap_or_default()
+                ))
+            })?;
+            for (id, value) in &parsed.keys {
+                keys.insert(id.clone(), decode(id, value)?);
+            }
+            if !keys.contains_key(&parsed.current) {
+                return Err(KeyError::Invalid(format!(
+                    "{}: current = {:?} is not one of its [keys]",
+                    path.display(),
+                    parsed.current
+                )));
+            }
+            current = Some(parsed.current);
+        }
+        if let Some(value) = env {
+            let (id, key) = value.split_once(':').ok_or_else(|| {
+                KeyError::Invalid(format!("{KEY_ENV} must be <id>:<base64 of 32 bytes>"))
+            })?;
+            keys.insert(id.to_owned(), decode(id, key)?);
+            current = Some(id.to_owned());
+        }
+        let current = current.ok_or_else(|| {
+            KeyError::Invalid(format!(
+                "no payload key: set [payloads] key_file or {KEY_ENV} (payloads are encrypted \
+                 at rest; `wharf payloads new-key` makes one)"
+            ))
+        })?;
+        Ok(Self { current, keys })
+    }
+
+    /// One key, current (tests and the dev command).
+    pub fn single(id: &str, key: [u8; 32]) -> Self {
+        let mut keys = BTreeMap::new();
+        keys.insert(id.to_owned(), Key::new(&key));
+        Self {
+            current: id.to_owned(),
+            keys,
+        }
+    }
+
+    pub fn current_id(&self) -> &str {
+        &self.current
+    }
+
+    pub fn ids(&self) -> impl Iterator<Item = &str> {
+        self.keys.keys().map(String::as_str)
+    }
+
+    /// Compresses when that helps, then seals under the current key for row `payload_ref`.
+    pub fn seal(&self, payload_ref: Uuid, body: &[u8]) -> Sealed {
+        let compressed = lz4_flex::block::compress_prepend_size(body);
+        let mut plain = Vec::with_capacity(1 + body.len().min(compressed.len()));
+        if compressed.len() < body.len() {
+            plain.push(LZ4);
+            plain.extend_from_slice(&compressed);
+        } else {
+            plain.push(RAW);
+            plain.extend_from_slice(body);
+        }
+        let key = &self.keys[&self.current];
+        let nonce = XChaCha20Poly1305::generate_nonce(&mut OsRng);
+        let aad = associated_data(payload_ref, &self.current);
+        let sealed = key
+            .cipher
+            .encrypt(
+                &nonce,
+                Payload {
+                    msg: &plain,
+                    aad: &aad,
+                },
+            )
+            .expect("XChaCha20-Poly1305 seals any length a body can have");
+        let mut bytes = Vec::with_capacity(1 + NONCE_LEN + sealed.len());
+        bytes.push(FORMAT_V1);
+        bytes.extend_from_slice(&nonce);
+        bytes.extend_from_slice(&sealed);
+        Sealed {
+            key_id: self.current.clone(),
+            bytes,
+        }
+    }
+
+    /// The body of row `payload_ref`, sealed under `key_id`; `None` as key id is a body stored
+    /// before encryption, returned as it is.
+    pub fn open(
+        &self,
+        payload_ref: Uuid,
+        key_id: Option<&str>,
+        stored: &[u8],
+    ) -> Result<Vec<u8>, OpenError> {
+        let Some(key_id) = key_id else {
+            return Ok(stored.to_vec());
+        };
+        let rejected = || OpenError::Rejected(key_id.to_owned());
+        let key = self
+            .keys
+            .get(key_id)
+            .ok_or_else(|| OpenError::UnknownKey(key_id.to_owned()))?;
+        let (&format, rest) = stored.split_first().ok_or_else(rejected)?;
+        if format != FORMAT_V1 || rest.len() < NONCE_LEN {
+            return Err(rejected());
+        }
+        let (nonce, sealed) = rest.split_at(NONCE_LEN);
+        let aad = associated_data(payload_ref, key_id);
+        let plain = Zeroizing::new(
+            key.cipher
+                .decrypt(
+                    XNonce::from_slice(nonce),
+                    Payload {
+                        msg: sealed,
+                        aad: &aad,
+                    },
+                )
+                .map_err(|_| rejected())?,
+        );
+        let (&kind, data) = plain.split_first().ok_or_else(rejected)?;
+        match kind {
+            RAW => Ok(data.to_vec()),
+            LZ4 => {
+                let size = data
+                    .get(..4)
+                    .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize)
+                    .ok_or_else(rejected)?;
+                if size > MAX_OPENED_BYTES {
+                    return Err(rejected());
+                }
+                lz4_flex::block::decompress_size_prepended(data).map_err(|_| rejected())
+            }
+            _ => Err(rejected()),
+        }
+    }
+}
+
+/// A new random key as a key file line and as the environment value.
+pub fn new_key(id: &str) -> (String, String) {
+    let key = XChaCha20Poly1305::generate_key(&mut OsRng);
+    let b64 = base64::engine::general_purpose::STANDARD.encode(key);
+    (format!("{id:?} = \"{b64}\""), format!("{id}:{b64}"))
+}
+
+impl Key {
+    fn new(bytes: &[u8; 32]) -> Self {
+        Self {
+            cipher: XChaCha20Poly1305::new(bytes.into()),
+        }
+    }
+}
+
+fn decode(id: &str, value: &str) -> Result<Key, KeyError> {
+    if id.is_empty()
+        || id.len() > MAX_KEY_ID_BYTES
+        || !id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+    {
+        return Err(KeyError::Invalid(format!(
+            "payload key id {id:?}: 1 to {MAX_KEY_ID_BYTES} letters, digits, '-', '_' or '.'"
+        )));
+    }
+    let bytes = Zeroizing::new(
+        base64::engine::general_purpose::STANDARD
+            .decode(value.trim())
+            .map_err(|_| KeyError::Invalid(format!("payload key {id:?} is not base64")))?,
+    );
+    let bytes: &[u8; 32] = bytes.as_slice().try_into().map_err(|_| {
+        KeyError::Invalid(format!(
+            "payload key {id:?} must be 32 bytes (base64 of 32 random bytes)"
+        ))
+    })?;
+    Ok(Key::new(bytes))
+}
+
+fn associated_data(payload_ref: Uuid, key_id: &str) -> Vec<u8> {
+    let mut aad = Vec::with_capacity(32 + key_id.len());
+    aad.extend_from_slice(b"wharf-payload\x01");
+    aad.extend_from_slice(payload_ref.as_bytes());
+    aad.extend_from_slice(key_id.as_bytes());
+    aad
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys() -> PayloadKeys {
+        PayloadKeys::single("k1", [7; 32])
+    }
+
+    #[test]
+    fn round_trips_compressible_and_incompressible_bodies() {
+        let k = keys();
+        let row = Uuid::now_v7();
+        let json = br#"{"id":"evt_1","data":{"object":{"amount":100}}}"#.repeat(50);
+        let noise: Vec<u8> = (0..4096u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        for body in [&json[..], &noise[..], b""] {
+            let sealed = k.seal(row, body);
+            assert_eq!(sealed.key_id, "k1");
+            assert_eq!(k.open(row, Some("k1"), &sealed.bytes).unwrap(), body);
+        }
+        assert!(
+            k.seal(row, &json).bytes.len() < json.len() / 4,
+            "compressed"
+        );
+    }
+
+    #[test]
+    fn a_ciphertext_opens_only_in_its_own_row_under_its_own_key_id() {
+        let both = PayloadKeys::load(
+            None,
+            Some(&format!(
+                "k2:{}",
+                base64::engine::general_purpose::STANDARD.encode([9u8; 32])
+            )),
+        )
+        .unwrap();
+        let k = keys();
+        let row = Uuid::now_v7();
+        let sealed = k.seal(row, b"secret body");
+        assert_eq!(
+            k.open(Uuid::now_v7(), Some("k1"), &sealed.bytes),
+            Err(OpenError::Rejected("k1".into()))
+        );
+        assert_eq!(
+            both.open(row, Some("k1"), &sealed.bytes),
+            Err(OpenError::UnknownKey("k1".into()))
+        );
+        let mut flipped = sealed.bytes.clone();
+        *flipped.last_mut().unwrap() ^= 1;
+        assert!(k.open(row, Some("k1"), &flipped).is_err());
+        assert!(k.open(row, Some("k1"), &[]).is_err());
+        assert!(k.open(row, Some("k1"), &[FORMAT_V1, 1, 2]).is_err());
+    }
+
+    #[test]
+    fn the_key_file_names_the_current_key_and_the_environment_overrides_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("keys.toml");
+        let b64 = |b: u8| base64::engine::general_purpose::STANDARD.encode([b; 32]);
+        std::fs::write(
+            &path,
+            format!(
+                "current = \"new\"\n[keys]\nold = \"{}\"\nnew = \"{}\"\n",
+                b64(1),
+                b64(2)
+            ),
+        )
+        .unwrap();
+        let file = PayloadKeys::load(Some(&path), None).unwrap();
+        assert_eq!(file.current_id(), "new");
+        let row = Uuid::now_v7();
+        let sealed = file.seal(row, b"x");
+        let env = PayloadKeys::load(Some(&path), Some(&format!("env:{}", b64(3)))).unwrap();
+        assert_eq!(env.current_id(), "env");
+        assert_eq!(env.open(row, Some("new"), &sealed.bytes).unwrap(), b"x");
+
+        for bad in [
+            "current = \"gone\"\n[keys]\nold = \"AAAA\"\n".to_owned(),
+            format!("current = \"a\"\n[keys]\na = \"{}\"\n", "c2hvcnQ="),
+            format!("current = \"a b\"\n[keys]\n\"a b\" = \"{}\"\n", b64(1)),
+        ] {
+            std::fs::write(&path, bad).unwrap();
+            let e = PayloadKeys::load(Some(&path), None)
+                .unwrap_err()
+                .to_string();
+            assert!(!e.contains("AAAA") && !e.contains("c2hvcnQ"), "{e}");
+        }
+        assert!(PayloadKeys::load(None, None).is_err());
+        assert!(PayloadKeys::load(None, Some("no-colon")).is_err());
+    }
+
+    #[test]
+    fn a_size_claim_past_the_largest_body_is_refused_before_allocating() {
+        let k = keys();
+        let row = Uuid::now_v7();
+        let mut plain = vec![LZ4];
+        plain.extend_from_slice(&u32::MAX.to_le_bytes());
+        plain.extend_from_slice(b"\x00");
+        let nonce = XChaCha20Poly1305::generate_nonce(&mut OsRng);
+        let sealed = k.keys["k1"]
+            .cipher
+            .encrypt(
+                &nonce,
+                Payload {
+                    msg: &plain,
+                    aad: &associated_data(row, "k1"),
+                },
+            )
+            .unwrap();
+        let mut bytes = vec![FORMAT_V1];
+        bytes.extend_from_slice(&nonce);
+        bytes.extend_from_slice(&sealed);
+        assert_eq!(
+            k.open(row, Some("k1"), &bytes),
+            Err(OpenError::Rejected("k1".into()))
+        );
+    }
+}
