@@ -109,15 +109,16 @@ pub async fn show(
     if let Some(keys) = payload_keys {
         // The event's own span of a batch's body (as processing and deliveries see it), or
         // the whole body; none when the body is gone.
-        let row: Option<(Uuid, Option<String>, Vec<u8>, Option<i64>, Option<i64>)> =
-            sqlx::query_as(
-                "SELECT p.payload_ref, p.key_id, p.body, i.payload_start, i.payload_end
+        // payload_ref, key_id, body, payload_start, payload_end
+        type Row = (Uuid, Option<String>, Vec<u8>, Option<i64>, Option<i64>);
+        let row: Option<Row> = sqlx::query_as(
+            "SELECT p.payload_ref, p.key_id, p.body, i.payload_start, i.payload_end
                  FROM webhook_payloads p JOIN webhook_inbox i
                  ON i.raw_payload_ref = p.payload_ref WHERE i.inbox_id = $1",
-            )
-            .bind(inbox_id)
-            .fetch_optional(pool)
-            .await?;
+        )
+        .bind(inbox_id)
+        .fetch_optional(pool)
+        .await?;
         event["payload"] = match row {
             None => serde_json::Value::Null,
             Some((payload_ref, key_id, body, start, end)) => {
