@@ -1,8 +1,9 @@
 //! The `wharf` command line.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+mod check;
 mod dev;
 mod scaffold;
 
@@ -14,6 +15,9 @@ use crate::events;
 use crate::ingest::Store;
 use crate::server::{ProcessingHost, Server, ServerOptions};
 
+/// The config file when none is named (`wharf dev` has its own).
+const DEFAULT_CONFIG: &str = "wharf.toml";
+
 #[derive(Parser)]
 #[command(
     name = "wharf",
@@ -21,6 +25,13 @@ use crate::server::{ProcessingHost, Server, ServerOptions};
     about = "A webhook receiver with sandboxed provider adapters"
 )]
 struct Cli {
+    /// The config file [default: wharf.toml; for `dev`, examples/wharf.toml]
+    ///
+    /// Accepted before or after the subcommand. `events` and `migrate` need only a database:
+    /// without a config file they use WHARF_DATABASE_URL (else DATABASE_URL), else the
+    /// `wharf dev` cluster running from this folder.
+    #[arg(long, global = true, env = "WHARF_CONFIG")]
+    config: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -28,25 +39,15 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve webhooks.
-    Serve {
-        #[arg(long, env = "WHARF_CONFIG", default_value = "wharf.toml")]
-        config: PathBuf,
-    },
+    Serve,
     /// Apply database migrations and exit.
-    Migrate {
-        #[arg(long, env = "WHARF_CONFIG", default_value = "wharf.toml")]
-        config: PathBuf,
-    },
+    Migrate,
     /// Serve the example adapters and endpoints against a throwaway local Postgres cluster
-    /// (started in `.wharf-dev/` unless a database URL is set).
-    Dev {
-        #[arg(long, env = "WHARF_CONFIG", default_value = "examples/wharf.toml")]
-        config: PathBuf,
-    },
+    /// (started in `.wharf-dev/` unless a database URL is set; its URL is printed and kept in
+    /// `.wharf-dev/database-url` for the other commands while it runs).
+    Dev,
     /// Process accepted events without serving HTTP: workers, relays and the reconciler.
     Worker {
-        #[arg(long, env = "WHARF_CONFIG", default_value = "wharf.toml")]
-        config: PathBuf,
         /// Workers in this process (default: `[worker] count`, at least 1).
         #[arg(long)]
         count: Option<usize>,
@@ -56,8 +57,6 @@ enum Command {
     },
     /// Inspect and replay accepted events.
     Events {
-        #[arg(long, env = "WHARF_CONFIG", default_value = "wharf.toml")]
-        config: PathBuf,
         #[command(subcommand)]
         command: EventsCommand,
     },
@@ -66,6 +65,18 @@ enum Command {
         #[command(subcommand)]
         command: AdapterCommand,
     },
+    /// Config tools.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// Validate the config and the secrets file it names as `serve` would at start, without
+    /// the database: print each problem as FILE:LINE: message and exit non-zero if any.
+    Check,
 }
 
 #[derive(Subcommand)]
@@ -118,8 +129,6 @@ enum AdapterCommand {
         /// The admin listener, `host:port`; defaults to `admin_listen` in the config.
         #[arg(long, env = "WHARF_ADMIN_LISTEN")]
         admin: Option<String>,
-        #[arg(long, env = "WHARF_CONFIG", default_value = "wharf.toml")]
-        config: PathBuf,
     },
     /// Create a working adapter crate, with passing fixtures, in the adapters workspace.
     New {
@@ -132,7 +141,9 @@ enum AdapterCommand {
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing();
+    // A check's report is its output; the adapters' load lines would only repeat it.
+    let quiet = matches!(cli.command, Command::Config { .. });
+    init_tracing(if quiet { "error" } else { "info" });
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -140,8 +151,10 @@ pub fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(cli.command)) {
+    match runtime.block_on(run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
+        // Its output said what is wrong.
+        Err(e) if e.is::<check::Reported>() => ExitCode::FAILURE,
         Err(e) => {
             tracing::error!(error = %format!("{e:#}"), "wharf stopped");
             eprintln!("wharf: {e:#}");
@@ -150,10 +163,11 @@ pub fn main() -> ExitCode {
     }
 }
 
-/// Logs go to stderr; `WHARF_LOG_FORMAT=json` for one JSON object per line.
-fn init_tracing() {
+/// Logs go to stderr, at `default` unless `RUST_LOG` says otherwise; `WHARF_LOG_FORMAT=json`
+/// for one JSON object per line.
+fn init_tracing(default: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
@@ -164,19 +178,20 @@ fn init_tracing() {
     }
 }
 
-async fn run(command: Command) -> anyhow::Result<()> {
-    match command {
-        Command::Serve { config } => serve(Config::load(&config)?).await,
-        Command::Migrate { config } => {
-            let config = Config::load(&config)?;
-            let store =
-                Store::connect_lazy(config.database_url(), 2, std::time::Duration::from_secs(30))?;
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    let named = cli.config;
+    let file = |default: &str| named.clone().unwrap_or_else(|| PathBuf::from(default));
+    match cli.command {
+        Command::Serve => serve(load_config(&file(DEFAULT_CONFIG))?).await,
+        Command::Migrate => {
+            let url = database_url(named.as_deref())?;
+            let store = Store::connect_lazy(&url, 2, std::time::Duration::from_secs(30))?;
             store.migrate().await?;
             println!("migrations applied");
             Ok(())
         }
-        Command::Dev { config } => {
-            let (config, cluster) = dev::prepare(&config)?;
+        Command::Dev => {
+            let (config, cluster) = dev::prepare(&file(dev::DEFAULT_CONFIG))?;
             let result = serve(config).await;
             if let Some(cluster) = cluster {
                 cluster.stop();
@@ -184,20 +199,51 @@ async fn run(command: Command) -> anyhow::Result<()> {
             result
         }
         Command::Worker {
-            config,
             count,
             admin_listen,
         } => {
-            let config = Config::load(&config)?;
+            let config = load_config(&file(DEFAULT_CONFIG))?;
             let count = count.unwrap_or(config.worker.count).max(1);
             work(config, count, admin_listen).await
         }
-        Command::Events { config, command } => events(&Config::load(&config)?, command).await,
-        Command::Adapter { command } => adapter(command).await,
+        Command::Events { command } => events(&database_url(named.as_deref())?, command).await,
+        Command::Adapter { command } => adapter(command, &file(DEFAULT_CONFIG)).await,
+        Command::Config {
+            command: ConfigCommand::Check,
+        } => check::run(&file(DEFAULT_CONFIG)).await,
     }
 }
 
-async fn adapter(command: AdapterCommand) -> anyhow::Result<()> {
+/// The config a command runs with: the file, environment overrides, then, when neither names
+/// a database, the dev cluster run from this folder.
+fn load_config(path: &Path) -> anyhow::Result<Config> {
+    let mut config = Config::load_unvalidated(path)?;
+    dev::fill_database(&mut config)?;
+    config.validate()?;
+    Ok(config)
+}
+
+/// The database of a command that needs nothing else (`events`, `migrate`): the config's when
+/// a file is named or `wharf.toml` is here; else `WHARF_DATABASE_URL` (or `DATABASE_URL`);
+/// else the dev cluster run from this folder.
+fn database_url(named: Option<&Path>) -> anyhow::Result<String> {
+    let default = Path::new(DEFAULT_CONFIG);
+    if let Some(path) = named.or(default.exists().then_some(default)) {
+        return Ok(load_config(path)?.database_url().to_owned());
+    }
+    if let Some(url) = crate::config::env_database_url(|k| std::env::var(k).ok()) {
+        return Ok(url);
+    }
+    if let Some(url) = dev::running_cluster_url()? {
+        return Ok(url);
+    }
+    anyhow::bail!(
+        "no database url: set WHARF_DATABASE_URL, name a config with --config, or run \
+         `cargo xtask dev` (or `wharf dev`) in this folder"
+    )
+}
+
+async fn adapter(command: AdapterCommand, config: &Path) -> anyhow::Result<()> {
     match command {
         AdapterCommand::Check { file } => {
             let sandbox = Sandbox::new(SandboxLimits::default(), None)?;
@@ -226,10 +272,10 @@ async fn adapter(command: AdapterCommand) -> anyhow::Result<()> {
             anyhow::ensure!(report.failed() == 0, "{} fixtures failed", report.failed());
             Ok(())
         }
-        AdapterCommand::Status { admin, config } => {
+        AdapterCommand::Status { admin } => {
             let admin = match admin {
                 Some(a) => a,
-                None => Config::load_unvalidated(&config)?
+                None => Config::load_unvalidated(config)?
                     .server
                     .admin_listen
                     .ok_or_else(|| anyhow::anyhow!("no admin_listen in the config: use --admin"))?
@@ -320,11 +366,14 @@ async fn work(
     host.run_until_cancelled().await
 }
 
-async fn events(config: &Config, command: EventsCommand) -> anyhow::Result<()> {
+async fn events(database_url: &str, command: EventsCommand) -> anyhow::Result<()> {
     let pool = sqlx::postgres::PgPoolOptions::new()
         .max_connections(1)
-        .connect(config.database_url())
-        .await?;
+        // A database that does not answer is an error within seconds, not a long wait.
+        .acquire_timeout(std::time::Duration::from_secs(5))
+        .connect(database_url)
+        .await
+        .map_err(|e| anyhow::anyhow!("database: {e}"))?;
     let filter = |status: Option<String>, endpoint, limit| -> anyhow::Result<events::Filter> {
         Ok(events::Filter {
             status: status.as_deref().map(events::check_status).transpose()?,

@@ -7,4 +7,5 @@ pub mod metrics;
 pub mod redact;
 pub mod signals;
 pub mod subjects;
+pub mod toml_lines;
 pub mod watch;
