@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
-# Sends signed sample webhooks to a running Wharf (default http://127.0.0.1:8080), using the
-# demo secrets in examples/secrets.toml. Needs curl and openssl.
+# Sends signed sample webhooks to a running Wharf, using the demo secrets in
+# examples/secrets.toml. Needs curl and openssl.
 #   examples/send.sh stripe|github|svix|all [BASE_URL]
+# BASE_URL defaults to $WHARF_URL, else http://127.0.0.1:8080 (what `cargo xtask dev` serves).
+# Each example has a fixed event id, so sending it again is a provider's retry: the receiver
+# answers `duplicate`. The signed timestamps are fresh on every run, so signatures stay valid.
 set -euo pipefail
 what=${1:-all}
-base=${2:-http://127.0.0.1:8080}
+base=${2:-${WHARF_URL:-http://127.0.0.1:8080}}
 now=$(date +%s)
 
 hmac_hex() { printf '%s' "$2" | openssl dgst -sha256 -hmac "$1" -binary | od -An -vtx1 | tr -d ' \n'; }
 hmac_b64_keyhex() { printf '%s' "$2" | openssl dgst -sha256 -mac HMAC -macopt "hexkey:$1" -binary | base64; }
 
 stripe() {
-  local id="evt_demo_$now"
-  local body='{"id":"'"$id"'","object":"event","type":"payment_intent.succeeded","created":'"$now"',"data":{"object":{"id":"pi_demo","object":"payment_intent","amount":2000}}}'
+  local id="evt_demo_1"
+  local body='{"id":"'"$id"'","object":"event","type":"payment_intent.succeeded","created":1767225600,"data":{"object":{"id":"pi_demo","object":"payment_intent","amount":2000}}}'
   local sig; sig=$(hmac_hex "whsec_demo_stripe_current" "$now.$body")
   echo "stripe: $id"
   curl -sS -X POST "$base/webhooks/stripe-demo" -H 'content-type: application/json' \
@@ -21,14 +24,15 @@ stripe() {
 
 github() {
   # The published GitHub vector: no timestamp is signed, so it is valid at any time.
-  echo "github: published vector"
+  local id="demo-delivery-1"
+  echo "github: $id"
   curl -sS -X POST "$base/webhooks/github-demo" \
     -H 'x-hub-signature-256: sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17' \
-    -H "x-github-delivery: demo-$now" -H 'x-github-event: ping' --data-binary 'Hello, World!'; echo
+    -H "x-github-delivery: $id" -H 'x-github-event: ping' --data-binary 'Hello, World!'; echo
 }
 
 svix() {
-  local id="msg_demo_$now"
+  local id="msg_demo_1"
   local body='{"type":"invoice.paid","data":{"id":"inv_demo"}}'
   local key; key=$(printf '%s' "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw" | base64 -d | od -An -vtx1 | tr -d ' \n')
   local sig; sig=$(hmac_b64_keyhex "$key" "$id.$now.$body")

@@ -13,6 +13,8 @@ use zeroize::Zeroizing;
 
 use crate::support::sealing::{self, PayloadKeys};
 
+pub use crate::support::toml_lines::{KeyPath, Problem};
+
 pub const DEFAULT_MAX_BODY_BYTES: u64 = 1 << 20;
 /// The largest body limit anywhere (server, endpoint): bodies are buffered whole.
 pub const MAX_BODY_BYTES: u64 = 64 << 20;
@@ -328,11 +330,6 @@ impl EndpointConfig {
             Some(slot) => self.secrets.get(slot).map(String::as_str),
         }
     }
-
-    /// Every secret set the endpoint refers to.
-    pub fn secret_sets(&self) -> impl Iterator<Item = &str> {
-        std::iter::once(self.secret.as_str()).chain(self.secrets.values().map(String::as_str))
-    }
 }
 
 fn default_listen() -> SocketAddr {
@@ -476,7 +473,7 @@ impl Config {
     }
 
     pub fn apply_env(&mut self, var: impl Fn(&str) -> Option<String>) -> anyhow::Result<()> {
-        if let Some(url) = var("WHARF_DATABASE_URL").or_else(|| var("DATABASE_URL")) {
+        if let Some(url) = env_database_url(&var) {
             self.database.url = Some(url);
         }
         if let Some(listen) = var("WHARF_LISTEN") {
@@ -494,190 +491,308 @@ impl Config {
         Ok(())
     }
 
+    /// Every start-time check that needs neither the database, the secrets file nor the
+    /// adapters. The error names every problem found, one a line.
     pub fn validate(&self) -> anyhow::Result<()> {
-        anyhow::ensure!(
+        match self.problems().as_slice() {
+            [] => Ok(()),
+            [one] => anyhow::bail!("{}", one.message),
+            many => anyhow::bail!(
+                "{} problems:\n{}",
+                many.len(),
+                many.iter()
+                    .map(|p| format!("  {}", p.message))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            ),
+        }
+    }
+
+    /// What `validate` refuses, each problem with the key it is about (`wharf config check`
+    /// prints its line).
+    pub fn problems(&self) -> Vec<Problem> {
+        let mut p = Problems::default();
+        let tls_key = if self.server.tls.is_some() {
+            "tls"
+        } else {
+            "plain_http"
+        };
+        p.ensure(
             self.server.tls.is_none() && self.server.plain_http,
-            "[server.tls] is not supported yet: set plain_http = true and terminate TLS at a proxy"
+            KeyPath::section("server", tls_key),
+            || {
+                "[server.tls] is not supported yet: set plain_http = true and terminate TLS at a proxy"
+                    .into()
+            },
         );
-        self.validate_ranges()?;
-        self.payload_keys()?;
-        anyhow::ensure!(
+        self.validate_ranges(&mut p);
+        // The keys are read now so a config check names a missing or unreadable key file.
+        let keys = self.payload_keys().err();
+        p.ensure(
+            keys.is_none(),
+            KeyPath::section("payloads", "key_file"),
+            || keys.map(|e| e.to_string()).unwrap_or_default(),
+        );
+        p.ensure(
             self.database.url.is_some(),
-            "no database url: set [database] url or WHARF_DATABASE_URL"
+            KeyPath::section("database", "url"),
+            || "no database url: set [database] url or WHARF_DATABASE_URL".into(),
         );
         let mut ids = HashSet::new();
-        for e in &self.endpoints {
+        for (i, e) in self.endpoints.iter().enumerate() {
+            let key = |k: &str| KeyPath::root("endpoint").index(i).key(k);
             let url_safe = !e.id.is_empty()
                 && e.id.len() <= 128
                 && e.id
                     .bytes()
                     .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
-            anyhow::ensure!(
-                url_safe,
-                "endpoint id {:?} must be 1-128 of [A-Za-z0-9._-]",
-                e.id
-            );
-            anyhow::ensure!(ids.insert(&e.id), "endpoint id {:?} is used twice", e.id);
-            anyhow::ensure!(
+            p.ensure(url_safe, key("id"), || {
+                format!("endpoint id {:?} must be 1-128 of [A-Za-z0-9._-]", e.id)
+            });
+            p.ensure(ids.insert(&e.id), key("id"), || {
+                format!("endpoint id {:?} is used twice", e.id)
+            });
+            p.ensure(
                 e.secrets.len() <= 8 && e.secrets.keys().all(|k| !k.is_empty() && k.len() <= 64),
-                "endpoint {:?}: at most 8 secrets slots, each named by 1-64 bytes",
-                e.id
+                key("secrets"),
+                || {
+                    format!(
+                        "endpoint {:?}: at most 8 secrets slots, each named by 1-64 bytes",
+                        e.id
+                    )
+                },
             );
             // Settings reach the adapter; bounded so a typo cannot cost every request.
-            anyhow::ensure!(
+            p.ensure(
                 e.settings.len() <= 64
                     && e.settings
                         .iter()
                         .all(|(k, v)| !k.is_empty() && k.len() <= 64 && v.len() <= 4096),
-                "endpoint {:?}: at most 64 settings, names of 1-64 bytes, values of at most 4096",
-                e.id
+                key("settings"),
+                || format!(
+                    "endpoint {:?}: at most 64 settings, names of 1-64 bytes, values of at most 4096",
+                    e.id
+                ),
             );
-            anyhow::ensure!(
-                e.rate_limit.is_none(),
-                "endpoint {:?}: rate_limit is not supported yet",
-                e.id
-            );
+            p.ensure(e.rate_limit.is_none(), key("rate_limit"), || {
+                format!("endpoint {:?}: rate_limit is not supported yet", e.id)
+            });
         }
-        anyhow::ensure!(
+        p.ensure(
             self.worker.backoff_base_ms <= self.worker.backoff_max_ms,
-            "[worker] backoff_base_ms must be at most backoff_max_ms"
+            KeyPath::section("worker", "backoff_base_ms"),
+            || "[worker] backoff_base_ms must be at most backoff_max_ms".into(),
         );
         for (i, r) in self.routes.iter().enumerate() {
+            let key = |k: &str| KeyPath::root("route").index(i).key(k);
             let name = format!("route {} ({} -> {})", i + 1, r.endpoint, r.sink.as_str());
-            anyhow::ensure!(
+            p.ensure(
                 r.endpoint == "*" || ids.contains(&r.endpoint),
-                "{name}: no endpoint {:?}",
-                r.endpoint
+                key("endpoint"),
+                || format!("{name}: no endpoint {:?}", r.endpoint),
             );
-            anyhow::ensure!(!r.events.is_empty(), "{name}: events is empty");
-            in_range(&format!("{name}: timeout_ms"), r.timeout_ms, 1..=300_000)?;
-            in_range(&format!("{name}: max_attempts"), r.max_attempts, 1..=100)?;
+            p.ensure(!r.events.is_empty(), key("events"), || {
+                format!("{name}: events is empty")
+            });
+            p.range(
+                key("timeout_ms"),
+                &format!("{name}: timeout_ms"),
+                r.timeout_ms,
+                1..=300_000,
+            );
+            p.range(
+                key("max_attempts"),
+                &format!("{name}: max_attempts"),
+                r.max_attempts,
+                1..=100,
+            );
             match r.sink {
                 SinkKind::Http => {
                     let url = r.url.as_deref().unwrap_or_default();
-                    anyhow::ensure!(
+                    p.ensure(
                         r.subject.is_none()
                             && (url.starts_with("http://") || url.starts_with("https://")),
-                        "{name}: an http route needs url = \"http(s)://...\" and no subject"
+                        key(if r.subject.is_some() {
+                            "subject"
+                        } else {
+                            "url"
+                        }),
+                        || {
+                            format!(
+                                "{name}: an http route needs url = \"http(s)://...\" and no subject"
+                            )
+                        },
                     );
                 }
                 SinkKind::Nats => {
                     let subject = r.subject.as_deref().unwrap_or_default();
-                    anyhow::ensure!(
+                    p.ensure(
                         r.url.is_none() && crate::support::subjects::valid_subject(subject),
-                        "{name}: a nats route needs a valid subject (no wildcards) and no url"
+                        key(if r.url.is_some() { "url" } else { "subject" }),
+                        || format!("{name}: a nats route needs a valid subject (no wildcards) and no url"),
                     );
-                    anyhow::ensure!(
-                        self.nats.is_some(),
-                        "{name}: a nats route needs a [nats] url"
-                    );
+                    p.ensure(self.nats.is_some(), key("sink"), || {
+                        format!("{name}: a nats route needs a [nats] url")
+                    });
                 }
             }
         }
         if let Some(nats) = &self.nats {
-            anyhow::ensure!(
+            p.ensure(
                 crate::support::subjects::valid_subject(&nats.accepted_prefix),
-                "[nats] accepted_prefix must be a subject without wildcards"
+                KeyPath::section("nats", "accepted_prefix"),
+                || "[nats] accepted_prefix must be a subject without wildcards".into(),
             );
         }
-        Ok(())
+        p.0
+    }
+
+    /// Endpoints naming a secret set that `sets` (the secrets file's) lacks: each one stops
+    /// the receiver at start.
+    pub fn missing_secret_sets(&self, sets: &[&str], file: &Path) -> Vec<Problem> {
+        let mut p = Problems::default();
+        for (i, e) in self.endpoints.iter().enumerate() {
+            let slots = std::iter::once(("secret".to_owned(), e.secret.as_str())).chain(
+                e.secrets
+                    .iter()
+                    .map(|(slot, set)| (format!("secrets.{slot}"), set.as_str())),
+            );
+            for (key, set) in slots {
+                let mut path = KeyPath::root("endpoint").index(i);
+                for k in key.splitn(2, '.') {
+                    path = path.key(k);
+                }
+                p.ensure(sets.contains(&set), path, || {
+                    format!(
+                        "endpoint {:?}: secret set {:?} is not in {}",
+                        e.id,
+                        set,
+                        file.display()
+                    )
+                });
+            }
+        }
+        p.0
     }
 
     /// Every numeric knob within a range that keeps the receiver's promises: a value outside
     /// would silently weaken one (replay protection, the 2 s answer, bounded memory) or
     /// overflow. Each message names the key and the allowed range.
-    fn validate_ranges(&self) -> anyhow::Result<()> {
+    fn validate_ranges(&self, p: &mut Problems) {
         let s = &self.server;
-        in_range(
-            "[server] max_body_bytes",
+        p.knob(
+            "server",
+            "max_body_bytes",
             s.max_body_bytes,
             1..=MAX_BODY_BYTES,
-        )?;
-        in_range("[server] max_headers", s.max_headers, 1..=1024)?;
-        in_range(
-            "[server] max_header_bytes",
+        );
+        p.knob("server", "max_headers", s.max_headers, 1..=1024);
+        p.knob(
+            "server",
+            "max_header_bytes",
             s.max_header_bytes,
             1024..=1 << 20,
-        )?;
-        in_range(
-            "[server] header_timeout_ms",
+        );
+        p.knob(
+            "server",
+            "header_timeout_ms",
             s.header_timeout_ms,
             100..=300_000,
-        )?;
-        in_range("[server] body_timeout_ms", s.body_timeout_ms, 100..=600_000)?;
-        in_range("[server] max_connections", s.max_connections, 1..=100_000)?;
+        );
+        p.knob(
+            "server",
+            "body_timeout_ms",
+            s.body_timeout_ms,
+            100..=600_000,
+        );
+        p.knob("server", "max_connections", s.max_connections, 1..=100_000);
         // At least one largest body must fit, or no request could ever be read.
-        in_range(
+        p.range(
+            KeyPath::section("server", "max_buffered_bytes"),
             "[server] max_buffered_bytes (at least max_body_bytes)",
             s.max_buffered_bytes,
             s.max_body_bytes..=16 << 30,
-        )?;
+        );
         // Above the commit timeout it would admit requests that can only end in a 503.
-        in_range(
-            "[server] answer_budget_ms",
+        p.knob(
+            "server",
+            "answer_budget_ms",
             s.answer_budget_ms,
             10..=MAX_COMMIT_TIMEOUT_MS,
-        )?;
-        in_range("[server] min_in_flight", s.min_in_flight, 1..=8192)?;
+        );
+        p.knob("server", "min_in_flight", s.min_in_flight, 1..=8192);
         let d = &self.database;
-        in_range("[database] max_connections", d.max_connections, 1..=1000)?;
+        p.knob("database", "max_connections", d.max_connections, 1..=1000);
         // Each writer holds a pooled connection while it commits.
-        in_range(
+        p.range(
+            KeyPath::section("database", "accept_writers"),
             "[database] accept_writers (at most max_connections)",
             d.accept_writers,
             1..=d.max_connections as usize,
-        )?;
-        in_range("[database] accept_batch_max", d.accept_batch_max, 1..=1000)?;
-        in_range(
-            "[database] accept_batch_wait_us",
+        );
+        p.knob("database", "accept_batch_max", d.accept_batch_max, 1..=1000);
+        p.knob(
+            "database",
+            "accept_batch_wait_us",
             d.accept_batch_wait_us,
             0..=100_000,
-        )?;
-        in_range(
-            "[database] commit_timeout_ms",
+        );
+        p.knob(
+            "database",
+            "commit_timeout_ms",
             d.commit_timeout_ms,
             1..=MAX_COMMIT_TIMEOUT_MS,
-        )?;
+        );
         let a = &self.adapters;
-        in_range("[adapters] memory_mib", a.memory_mib, 1..=4096)?;
-        in_range("[adapters] call_timeout_ms", a.call_timeout_ms, 1..=1000)?;
-        in_range("[adapters] max_concurrency", a.max_concurrency, 1..=1024)?;
+        p.knob("adapters", "memory_mib", a.memory_mib, 1..=4096);
+        p.knob("adapters", "call_timeout_ms", a.call_timeout_ms, 1..=1000);
+        p.knob("adapters", "max_concurrency", a.max_concurrency, 1..=1024);
         if let Some(threads) = a.threads {
-            in_range("[adapters] threads", threads, 1..=256)?;
+            p.knob("adapters", "threads", threads, 1..=256);
         }
         let w = &self.worker;
-        in_range("[worker] count", w.count, 0..=256)?;
-        in_range("[worker] batch_size", w.batch_size, 1..=1000)?;
-        in_range("[worker] lease_secs", w.lease_secs, 1..=3600)?;
-        in_range("[worker] max_attempts", w.max_attempts, 1..=100)?;
-        in_range("[worker] backoff_base_ms", w.backoff_base_ms, 1..=3_600_000)?;
-        in_range("[worker] backoff_max_ms", w.backoff_max_ms, 1..=86_400_000)?;
-        in_range("[worker] idle_poll_ms", w.idle_poll_ms, 1..=60_000)?;
-        in_range(
-            "[worker] reconcile_interval_secs",
+        p.knob("worker", "count", w.count, 0..=256);
+        p.knob("worker", "batch_size", w.batch_size, 1..=1000);
+        p.knob("worker", "lease_secs", w.lease_secs, 1..=3600);
+        p.knob("worker", "max_attempts", w.max_attempts, 1..=100);
+        p.knob(
+            "worker",
+            "backoff_base_ms",
+            w.backoff_base_ms,
+            1..=3_600_000,
+        );
+        p.knob("worker", "backoff_max_ms", w.backoff_max_ms, 1..=86_400_000);
+        p.knob("worker", "idle_poll_ms", w.idle_poll_ms, 1..=60_000);
+        p.knob(
+            "worker",
+            "reconcile_interval_secs",
             w.reconcile_interval_secs,
             1..=86_400,
-        )?;
-        in_range("[worker] db_connections", w.db_connections, 1..=1000)?;
+        );
+        p.knob("worker", "db_connections", w.db_connections, 1..=1000);
         if let Some(nats) = &self.nats {
-            in_range("[nats] ack_timeout_ms", nats.ack_timeout_ms, 1..=60_000)?;
+            p.knob("nats", "ack_timeout_ms", nats.ack_timeout_ms, 1..=60_000);
         }
-        for e in &self.endpoints {
-            let key = |k: &str| format!("endpoint {:?}: {k}", e.id);
+        for (i, e) in self.endpoints.iter().enumerate() {
+            let key = |k: &str| KeyPath::root("endpoint").index(i).key(k);
+            let label = |k: &str| format!("endpoint {:?}: {k}", e.id);
             if let Some(v) = e.tolerance_secs {
-                in_range(&key("tolerance_secs"), v, 1..=MAX_TOLERANCE_SECS)?;
+                let k = "tolerance_secs";
+                p.range(key(k), &label(k), v, 1..=MAX_TOLERANCE_SECS);
             }
             if let Some(v) = e.future_tolerance_secs {
-                in_range(&key("future_tolerance_secs"), v, 0..=MAX_TOLERANCE_SECS)?;
+                let k = "future_tolerance_secs";
+                p.range(key(k), &label(k), v, 0..=MAX_TOLERANCE_SECS);
             }
             if let Some(v) = e.max_body_bytes {
-                in_range(&key("max_body_bytes"), v, 1..=MAX_BODY_BYTES)?;
+                let k = "max_body_bytes";
+                p.range(key(k), &label(k), v, 1..=MAX_BODY_BYTES);
             }
             if let Some(v) = e.max_attempts {
-                in_range(&key("max_attempts"), v, 1..=100)?;
+                let k = "max_attempts";
+                p.range(key(k), &label(k), v, 1..=100);
             }
         }
-        Ok(())
     }
 
     /// Attempts allowed for one endpoint's events.
@@ -704,6 +819,11 @@ impl Config {
     }
 }
 
+/// The database URL the environment sets: `WHARF_DATABASE_URL`, else `DATABASE_URL`.
+pub fn env_database_url(var: impl Fn(&str) -> Option<String>) -> Option<String> {
+    var("WHARF_DATABASE_URL").or_else(|| var("DATABASE_URL"))
+}
+
 /// The widest replay window an endpoint may configure, either way.
 pub const MAX_TOLERANCE_SECS: u64 = 3600;
 
@@ -720,6 +840,43 @@ fn in_range<T: PartialOrd + Display>(
         range.end()
     );
     Ok(())
+}
+
+/// Problems found so far, each with its key.
+#[derive(Default)]
+struct Problems(Vec<Problem>);
+
+impl Problems {
+    fn ensure(&mut self, ok: bool, key: KeyPath, message: impl FnOnce() -> String) {
+        if !ok {
+            self.0.push(Problem::at_key(key, message()));
+        }
+    }
+
+    /// `value` within `range`, or a problem naming `label` and the range.
+    fn range<T: PartialOrd + Display>(
+        &mut self,
+        key: KeyPath,
+        label: &str,
+        value: T,
+        range: RangeInclusive<T>,
+    ) {
+        if let Err(e) = in_range(label, value, range) {
+            self.0.push(Problem::at_key(key, e.to_string()));
+        }
+    }
+
+    /// `[section] name` within `range`.
+    fn knob<T: PartialOrd + Display>(
+        &mut self,
+        section: &str,
+        name: &str,
+        value: T,
+        range: RangeInclusive<T>,
+    ) {
+        let label = format!("[{section}] {name}");
+        self.range(KeyPath::section(section, name), &label, value, range);
+    }
 }
 
 /// An endpoint that sets a freshness window although its adapter signs no timestamp: every

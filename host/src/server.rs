@@ -74,16 +74,11 @@ impl Server {
         let secrets = SecretStore::open(&config.secrets.file)?;
         if let Ok(current) = &*secrets.current() {
             let names: Vec<&str> = current.set_names().collect();
-            for e in &config.endpoints {
-                for set in e.secret_sets() {
-                    anyhow::ensure!(
-                        names.contains(&set),
-                        "endpoint {:?}: secret set {:?} is not in {}",
-                        e.id,
-                        set,
-                        config.secrets.file.display()
-                    );
-                }
+            if let Some(missing) = config
+                .missing_secret_sets(&names, &config.secrets.file)
+                .first()
+            {
+                anyhow::bail!("{}", missing.message);
             }
         }
         let sandbox = Sandbox::new(

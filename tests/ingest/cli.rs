@@ -71,3 +71,36 @@ async fn invalid_configs_stop_at_start_with_a_reason() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("used twice"));
 }
+
+#[tokio::test]
+async fn config_is_accepted_before_or_after_the_subcommand_and_from_the_environment() {
+    let written = TestApp::builder()
+        .append_database_toml("migrate_on_start = false")
+        .write_config()
+        .await;
+    let config = written.config_path.to_str().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let migrated = run_wharf(&["migrate", "--config", config]);
+    assert!(
+        migrated.status.success(),
+        "{}",
+        String::from_utf8_lossy(&migrated.stderr)
+    );
+    for (args, env) in [
+        (&["events", "list", "--config", config][..], &[][..]),
+        (&["events", "--config", config, "list"], &[]),
+        (&["--config", config, "events", "list"], &[]),
+        (&["events", "list"], &[("WHARF_CONFIG", config)]),
+    ] {
+        let out = run_wharf_in(dir.path(), args, env);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            String::from_utf8_lossy(&out.stdout).starts_with("INBOX_ID\tSTATUS"),
+            "{args:?}"
+        );
+    }
+}

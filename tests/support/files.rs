@@ -49,3 +49,43 @@ pub fn install_atomically(dest: &Path, bytes: &[u8]) {
     std::fs::write(&temp, bytes).unwrap();
     std::fs::rename(&temp, dest).unwrap();
 }
+
+/// The repository's `examples/` config and secrets, copied into `dir/examples/` with the two
+/// paths that lead out of the checkout pointed back into it: the built adapters, and the
+/// tests' compiled-adapter cache instead of `.wharf-dev/cache`. Returns the config's path.
+pub fn copy_examples(dir: &Path) -> PathBuf {
+    let examples = dir.join("examples");
+    std::fs::create_dir_all(&examples).unwrap();
+    let config = std::fs::read_to_string(repo_root().join("examples/wharf.toml")).unwrap();
+    let adapters = repo_root().join("adapters/dist");
+    let cache = repo_root().join("target/wharf-test-cache");
+    let mut rewritten = config.clone();
+    for (from, to) in [
+        (
+            "dir = \"../adapters/dist\"",
+            format!("dir = {:?}", adapters.display().to_string()),
+        ),
+        (
+            "cache_dir = \"../.wharf-dev/cache\"",
+            format!("cache_dir = {:?}", cache.display().to_string()),
+        ),
+    ] {
+        assert!(
+            rewritten.contains(from),
+            "examples/wharf.toml no longer has {from}"
+        );
+        rewritten = rewritten.replacen(from, &to, 1);
+    }
+    std::fs::write(examples.join("wharf.toml"), rewritten).unwrap();
+    std::fs::copy(
+        repo_root().join("examples/payload-keys.toml"),
+        examples.join("payload-keys.toml"),
+    )
+    .unwrap();
+    std::fs::copy(
+        repo_root().join("examples/secrets.toml"),
+        examples.join("secrets.toml"),
+    )
+    .unwrap();
+    examples.join("wharf.toml")
+}

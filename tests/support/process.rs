@@ -10,7 +10,23 @@ pub fn run_wharf(args: &[&str]) -> Output {
         .args(args)
         .env_remove("WHARF_DATABASE_URL")
         .env_remove("DATABASE_URL")
+        .env_remove("WHARF_CONFIG")
         .env("RUST_LOG", "warn")
+        .output()
+        .expect("wharf runs")
+}
+
+/// Runs `wharf <args...>` to its end in `dir`, with `env` and no database in its environment
+/// unless `env` sets one.
+pub fn run_wharf_in(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_wharf"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("WHARF_DATABASE_URL")
+        .env_remove("DATABASE_URL")
+        .env_remove("WHARF_CONFIG")
+        .env("RUST_LOG", "warn")
+        .envs(env.iter().copied())
         .output()
         .expect("wharf runs")
 }

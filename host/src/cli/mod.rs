@@ -1,8 +1,9 @@
 //! The `wharf` command line.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+mod check;
 mod dev;
 mod scaffold;
 
@@ -11,8 +12,11 @@ use clap::{Parser, Subcommand};
 use crate::adapter::{Sandbox, SandboxLimits};
 use crate::config::Config;
 use crate::events;
-use crate::ingest::Store;
 use crate::server::{ProcessingHost, Server, ServerOptions};
+use crate::support::sealing::PayloadKeys;
+
+/// The config file when none is named (`wharf dev` has its own).
+const DEFAULT_CONFIG: &str = "wharf.toml";
 
 #[derive(Parser)]
 #[command(
@@ -21,6 +25,13 @@ use crate::server::{ProcessingHost, Server, ServerOptions};
     about = "A webhook receiver with sandboxed provider adapters"
 )]
 struct Cli {
+    /// The config file [default: wharf.toml; for `dev`, examples/wharf.toml]
+    ///
+    /// Accepted before or after the subcommand. `events` and `migrate` need only a database:
+    /// without a config file they use WHARF_DATABASE_URL (else DATABASE_URL), else the
+    /// `wharf dev` cluster running from this folder.
+    #[arg(long, global = true, env = "WHARF_CONFIG")]
+    config: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -28,25 +39,15 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve webhooks.
-    Serve {
-        #[arg(long, env = "WHARF_CONFIG", default_value = "wharf.toml")]
-        config: PathBuf,
-    },
+    Serve,
     /// Apply database migrations and exit.
-    Migrate {
-        #[arg(long, env = "WHARF_CONFIG", default_value = "wharf.toml")]
-        config: PathBuf,
-    },
+    Migrate,
     /// Serve the example adapters and endpoints against a throwaway local Postgres cluster
-    /// (started in `.wharf-dev/` unless a database URL is set).
-    Dev {
-        #[arg(long, env = "WHARF_CONFIG", default_value = "examples/wharf.toml")]
-        config: PathBuf,
-    },
+    /// (started in `.wharf-dev/` unless a database URL is set; its URL is printed and kept in
+    /// `.wharf-dev/database-url` for the other commands while it runs).
+    Dev,
     /// Process accepted events without serving HTTP: workers, relays and the reconciler.
     Worker {
-        #[arg(long, env = "WHARF_CONFIG", default_value = "wharf.toml")]
-        config: PathBuf,
         /// Workers in this process (default: `[worker] count`, at least 1).
         #[arg(long)]
         count: Option<usize>,
@@ -56,8 +57,6 @@ enum Command {
     },
     /// Inspect and replay accepted events.
     Events {
-        #[arg(long, env = "WHARF_CONFIG", default_value = "wharf.toml")]
-        config: PathBuf,
         #[command(subcommand)]
         command: EventsCommand,
     },
@@ -66,10 +65,13 @@ enum Command {
         #[command(subcommand)]
         command: AdapterCommand,
     },
+    /// Config tools.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
     /// Payload keys: make one, re-encrypt stored payloads under the current one.
     Payloads {
-        #[arg(long, env = "WHARF_CONFIG", default_value = "wharf.toml")]
-        config: PathBuf,
         #[command(subcommand)]
         command: PayloadsCommand,
     },
@@ -89,6 +91,13 @@ enum PayloadsCommand {
         #[arg(long, default_value_t = 500)]
         batch: i64,
     },
+}
+
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// Validate the config and the secrets file it names as `serve` would at start, without
+    /// the database: print each problem as FILE:LINE: message and exit non-zero if any.
+    Check,
 }
 
 #[derive(Subcommand)]
@@ -141,8 +150,6 @@ enum AdapterCommand {
         /// The admin listener, `host:port`; defaults to `admin_listen` in the config.
         #[arg(long, env = "WHARF_ADMIN_LISTEN")]
         admin: Option<String>,
-        #[arg(long, env = "WHARF_CONFIG", default_value = "wharf.toml")]
-        config: PathBuf,
     },
     /// Create a working adapter crate, with passing fixtures, in the adapters workspace.
     New {
@@ -155,7 +162,9 @@ enum AdapterCommand {
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing();
+    // A check's report is its output; the adapters' load lines would only repeat it.
+    let quiet = matches!(cli.command, Command::Config { .. });
+    init_tracing(if quiet { "error" } else { "info" });
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -163,8 +172,10 @@ pub fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(cli.command)) {
+    match runtime.block_on(run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
+        // Its output said what is wrong.
+        Err(e) if e.is::<check::Reported>() => ExitCode::FAILURE,
         Err(e) => {
             tracing::error!(error = %format!("{e:#}"), "wharf stopped");
             eprintln!("wharf: {e:#}");
@@ -180,10 +191,11 @@ fn process_uid() -> i64 {
     std::fs::metadata("/proc/self").map_or(-1, |m| i64::from(m.uid()))
 }
 
-/// Logs go to stderr; `WHARF_LOG_FORMAT=json` for one JSON object per line.
-fn init_tracing() {
+/// Logs go to stderr, at `default` unless `RUST_LOG` says otherwise; `WHARF_LOG_FORMAT=json`
+/// for one JSON object per line.
+fn init_tracing(default: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
@@ -194,20 +206,23 @@ fn init_tracing() {
     }
 }
 
-async fn run(command: Command) -> anyhow::Result<()> {
-    match command {
-        Command::Serve { config } => serve(Config::load(&config)?).await,
-        Command::Migrate { config } => {
-            let config = Config::load(&config)?;
-            let keys = std::sync::Arc::new(config.payload_keys()?);
-            let timeout = std::time::Duration::from_secs(30);
-            let store = Store::connect_lazy(config.database_url(), 2, timeout, keys)?;
-            store.migrate().await?;
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    let named = cli.config;
+    let file = |default: &str| named.clone().unwrap_or_else(|| PathBuf::from(default));
+    match cli.command {
+        Command::Serve => serve(load_config(&file(DEFAULT_CONFIG))?).await,
+        Command::Migrate => {
+            let url = database_url(named.as_deref())?;
+            let pool = sqlx::postgres::PgPoolOptions::new()
+                .max_connections(1)
+                .connect(&url)
+                .await?;
+            crate::ingest::MIGRATOR.run(&pool).await?;
             println!("migrations applied");
             Ok(())
         }
-        Command::Dev { config } => {
-            let (config, cluster) = dev::prepare(&config)?;
+        Command::Dev => {
+            let (config, cluster) = dev::prepare(&file(dev::DEFAULT_CONFIG))?;
             let result = serve(config).await;
             if let Some(cluster) = cluster {
                 cluster.stop();
@@ -215,19 +230,26 @@ async fn run(command: Command) -> anyhow::Result<()> {
             result
         }
         Command::Worker {
-            config,
             count,
             admin_listen,
         } => {
-            let config = Config::load(&config)?;
+            let config = load_config(&file(DEFAULT_CONFIG))?;
             let count = count.unwrap_or(config.worker.count).max(1);
             work(config, count, admin_listen).await
         }
-        Command::Events { config, command } => events(&Config::load(&config)?, command).await,
-        Command::Adapter { command } => adapter(command).await,
+        Command::Events { command } => {
+            // Only `show --payload` needs the payload keys (from the config, or the environment).
+            let keys = matches!(command, EventsCommand::Show { payload: true, .. })
+                .then(|| payload_keys(named.as_deref()))
+                .transpose()?;
+            events(&database_url(named.as_deref())?, keys.as_ref(), command).await
+        }
+        Command::Adapter { command } => adapter(command, &file(DEFAULT_CONFIG)).await,
+        Command::Config {
+            command: ConfigCommand::Check,
+        } => check::run(&file(DEFAULT_CONFIG)).await,
         Command::Payloads {
             command: PayloadsCommand::NewKey { id },
-            ..
         } => {
             let (line, env) = crate::support::sealing::new_key(&id);
             println!("# in the key file's [keys] table (set current = {id:?} to seal with it):");
@@ -237,9 +259,22 @@ async fn run(command: Command) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Payloads {
-            config,
             command: PayloadsCommand::Reencrypt { batch },
-        } => reencrypt(&Config::load(&config)?, batch).await,
+        } => reencrypt(&load_config(&file(DEFAULT_CONFIG))?, batch).await,
+    }
+}
+
+/// The payload keys of a command that reads payloads: the config's when a file is named or
+/// `wharf.toml` is here, else `WHARF_PAYLOAD_KEY` alone.
+fn payload_keys(named: Option<&Path>) -> anyhow::Result<PayloadKeys> {
+    let default = Path::new(DEFAULT_CONFIG);
+    match named.or(default.exists().then_some(default)) {
+        Some(path) => load_config(path)?.payload_keys(),
+        None => {
+            let env = std::env::var(crate::support::sealing::KEY_ENV).ok();
+            PayloadKeys::load(None, env.as_deref())
+                .map_err(|e| anyhow::anyhow!("{e} (name the config that has them with --config)"))
+        }
     }
 }
 
@@ -264,7 +299,36 @@ async fn reencrypt(config: &Config, batch: i64) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn adapter(command: AdapterCommand) -> anyhow::Result<()> {
+/// The config a command runs with: the file, environment overrides, then, when neither names
+/// a database, the dev cluster run from this folder.
+fn load_config(path: &Path) -> anyhow::Result<Config> {
+    let mut config = Config::load_unvalidated(path)?;
+    dev::fill_database(&mut config)?;
+    config.validate()?;
+    Ok(config)
+}
+
+/// The database of a command that needs nothing else (`events`, `migrate`): the config's when
+/// a file is named or `wharf.toml` is here; else `WHARF_DATABASE_URL` (or `DATABASE_URL`);
+/// else the dev cluster run from this folder.
+fn database_url(named: Option<&Path>) -> anyhow::Result<String> {
+    let default = Path::new(DEFAULT_CONFIG);
+    if let Some(path) = named.or(default.exists().then_some(default)) {
+        return Ok(load_config(path)?.database_url().to_owned());
+    }
+    if let Some(url) = crate::config::env_database_url(|k| std::env::var(k).ok()) {
+        return Ok(url);
+    }
+    if let Some(url) = dev::running_cluster_url()? {
+        return Ok(url);
+    }
+    anyhow::bail!(
+        "no database url: set WHARF_DATABASE_URL, name a config with --config, or run \
+         `cargo xtask dev` (or `wharf dev`) in this folder"
+    )
+}
+
+async fn adapter(command: AdapterCommand, config: &Path) -> anyhow::Result<()> {
     match command {
         AdapterCommand::Check { file } => {
             let sandbox = Sandbox::new(SandboxLimits::default(), None)?;
@@ -293,10 +357,10 @@ async fn adapter(command: AdapterCommand) -> anyhow::Result<()> {
             anyhow::ensure!(report.failed() == 0, "{} fixtures failed", report.failed());
             Ok(())
         }
-        AdapterCommand::Status { admin, config } => {
+        AdapterCommand::Status { admin } => {
             let admin = match admin {
                 Some(a) => a,
-                None => Config::load_unvalidated(&config)?
+                None => Config::load_unvalidated(config)?
                     .server
                     .admin_listen
                     .ok_or_else(|| anyhow::anyhow!("no admin_listen in the config: use --admin"))?
@@ -387,11 +451,18 @@ async fn work(
     host.run_until_cancelled().await
 }
 
-async fn events(config: &Config, command: EventsCommand) -> anyhow::Result<()> {
+async fn events(
+    database_url: &str,
+    payload_keys: Option<&PayloadKeys>,
+    command: EventsCommand,
+) -> anyhow::Result<()> {
     let pool = sqlx::postgres::PgPoolOptions::new()
         .max_connections(1)
-        .connect(config.database_url())
-        .await?;
+        // A database that does not answer is an error within seconds, not a long wait.
+        .acquire_timeout(std::time::Duration::from_secs(5))
+        .connect(database_url)
+        .await
+        .map_err(|e| anyhow::anyhow!("database: {e}"))?;
     let filter = |status: Option<String>, endpoint, limit| -> anyhow::Result<events::Filter> {
         Ok(events::Filter {
             status: status.as_deref().map(events::check_status).transpose()?,
@@ -433,12 +504,11 @@ async fn events(config: &Config, command: EventsCommand) -> anyhow::Result<()> {
                 }
             }
         }
-        EventsCommand::Show { id, payload } => {
-            let keys = payload.then(|| config.payload_keys()).transpose()?;
-            let Some(event) = events::show(&pool, id, keys.as_ref()).await? else {
+        EventsCommand::Show { id, .. } => {
+            let Some(event) = events::show(&pool, id, payload_keys).await? else {
                 anyhow::bail!("no event {id}");
             };
-            if payload {
+            if payload_keys.is_some() {
                 // The audit trail of who read a payload: the operating-system account that
                 // ran this command (Wharf has no users of its own), on stderr with the logs.
                 tracing::warn!(

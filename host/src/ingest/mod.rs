@@ -30,7 +30,7 @@ pub use secrets::{
     KeyEncodings, KeySet, KeySource, PublicKey, SECRETS_QUIET, SecretStore, Secrets, SecretsError,
     TrustedKey, TrustedPublicKey, decode_key, decode_public_key,
 };
-pub use store::Store;
+pub use store::{MIGRATOR, Store};
 pub use verify::{
     ContractViolation, Coverage, Inputs, MAX_BODY_PASSES, MAX_CHECKS, MAX_LITERAL_BYTES, MAX_PARTS,
     MAX_SIGNATURE_BYTES, MAX_SIGNATURES, Passed, VerifyError, check_freshness, hash_budget,

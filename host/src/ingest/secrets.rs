@@ -20,6 +20,7 @@ use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
 use crate::adapter::{KeyEncoding, PublicKeyEncoding};
+use crate::support::toml_lines::{KeyPath, Problem};
 
 /// How often the file is re-read even without a change notification (network filesystems and
 /// some container mounts do not deliver inotify events); `WHARF_WATCH_POLL_MS` overrides it.
@@ -116,31 +117,67 @@ pub struct Secrets {
 
 impl Secrets {
     pub fn parse(text: &str) -> Result<Self, String> {
-        let raw: HashMap<String, Vec<RawVersion>> =
-            toml::from_str(text).map_err(|e| e.message().to_owned())?;
+        Self::parse_checked(text).map_err(|problems| {
+            problems
+                .into_iter()
+                .map(|p| p.message)
+                .collect::<Vec<_>>()
+                .join("; ")
+        })
+    }
+
+    /// Parses the file, or names every problem found, each at the key it is about (`wharf
+    /// config check` prints their lines). No message quotes a value.
+    pub fn parse_checked(text: &str) -> Result<Self, Vec<Problem>> {
+        let raw: HashMap<String, Vec<RawVersion>> = toml::from_str(text).map_err(|e| {
+            let mut problem = Problem::from_toml(&e);
+            problem.message = without_values(&problem.message);
+            vec![problem]
+        })?;
+        let mut raw: Vec<(String, Vec<RawVersion>)> = raw.into_iter().collect();
+        raw.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut problems = Vec::new();
         let mut sets = HashMap::new();
         for (name, versions) in raw {
+            let set = KeyPath::root(&name);
+            if versions.is_empty() {
+                problems.push(Problem::at_key(
+                    set,
+                    format!("set {name:?} has no versions"),
+                ));
+                continue;
+            }
             let mut seen = std::collections::HashSet::new();
             let mut parsed = Vec::with_capacity(versions.len());
-            for v in versions {
+            for (i, v) in versions.into_iter().enumerate() {
+                let at = |key: &str| set.clone().index(i).key(key);
                 if v.version.is_empty() || !seen.insert(v.version.clone()) {
-                    return Err(format!(
-                        "set {name:?}: every version needs a unique, non-empty `version`"
+                    problems.push(Problem::at_key(
+                        at("version"),
+                        format!("set {name:?}: every version needs a unique, non-empty `version`"),
                     ));
+                    continue;
                 }
                 if v.value.is_some() == v.public_key.is_some() {
-                    return Err(format!(
-                        "set {name:?} version {:?}: give exactly one of `value` and `public_key`",
-                        v.version
+                    problems.push(Problem::at_key(
+                        set.clone().index(i),
+                        format!(
+                            "set {name:?} version {:?}: give exactly one of `value` and `public_key`",
+                            v.version
+                        ),
                     ));
+                    continue;
                 }
-                let expires_at = v
-                    .expires_at
-                    .map(|e| parse_instant(&e))
-                    .transpose()
-                    .map_err(|e| {
-                        format!("set {name:?} version {:?}: expires_at: {e}", v.version)
-                    })?;
+                let expires_at = match v.expires_at.map(|e| parse_instant(&e)).transpose() {
+                    Ok(at) => at,
+                    Err(e) => {
+                        problems.push(Problem::at_key(
+                            at("expires_at"),
+                            format!("set {name:?} version {:?}: expires_at: {e}", v.version),
+                        ));
+                        continue;
+                    }
+                };
                 parsed.push(SecretVersion {
                     version: v.version,
                     value: v.value,
@@ -148,17 +185,39 @@ impl Secrets {
                     expires_at,
                 });
             }
-            if parsed.is_empty() {
-                return Err(format!("set {name:?} has no versions"));
-            }
             sets.insert(name, parsed);
         }
-        Ok(Self { sets })
+        if problems.is_empty() {
+            Ok(Self { sets })
+        } else {
+            Err(problems)
+        }
+    }
+
+    /// Where version `version` of set `set` is in the file (its position in the set).
+    pub fn version_index(&self, set: &str, version: &str) -> Option<usize> {
+        self.sets
+            .get(set)?
+            .iter()
+            .position(|v| v.version == version)
     }
 
     pub fn set_names(&self) -> impl Iterator<Item = &str> {
         self.sets.keys().map(String::as_str)
     }
+}
+
+/// A TOML type error without the value it quotes (`invalid type: integer `5`, expected a
+/// string`): in this file the value may be a secret.
+fn without_values(message: &str) -> String {
+    for prefix in ["invalid type: ", "invalid value: "] {
+        if let Some(rest) = message.strip_prefix(prefix) {
+            let kind = rest.split([' ', ',']).next().unwrap_or_default();
+            let expected = rest.split_once(", expected").map_or("", |(_, e)| e);
+            return format!("{prefix}{kind} (value withheld), expected{expected}");
+        }
+    }
+    message.to_owned()
 }
 
 fn parse_instant(value: &toml::Value) -> Result<OffsetDateTime, String> {

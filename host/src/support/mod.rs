@@ -8,4 +8,5 @@ pub mod redact;
 pub mod sealing;
 pub mod signals;
 pub mod subjects;
+pub mod toml_lines;
 pub mod watch;

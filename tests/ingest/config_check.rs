@@ -1,0 +1,274 @@
+//! `wharf config check`: every problem `serve` would stop at, printed as `FILE:LINE: message`
+//! with the line of the key it is about, without a database.
+
+use std::path::{Path, PathBuf};
+
+use crate::support::{files::*, process::*};
+
+/// Nothing listens there: the check must not need the database.
+const UNUSED_DATABASE: &str = "postgres://postgres@127.0.0.1:1/unused";
+
+/// A config folder: `wharf.toml` (`config`, with `CACHE` replaced by the tests' adapter cache),
+/// `secrets.toml` and `adapters/` with the stripe, github and standard-webhooks components.
+fn folder(config: &str, secrets: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let adapters = dir.path().join("adapters");
+    std::fs::create_dir(&adapters).unwrap();
+    for name in ["stripe.wasm", "github.wasm", "standard-webhooks.wasm"] {
+        std::fs::copy(adapter_file(name), adapters.join(name)).unwrap();
+    }
+    let cache = repo_root().join("target/wharf-test-cache");
+    let mut config = config.replace("CACHE", &cache.display().to_string());
+    // Last, so the line numbers the tests expect stay where they are.
+    config.push_str("\n[payloads]\nkey_file = \"payload-keys.toml\"\n");
+    std::fs::copy(
+        repo_root().join("examples/payload-keys.toml"),
+        dir.path().join("payload-keys.toml"),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("wharf.toml"), config).unwrap();
+    std::fs::write(dir.path().join("secrets.toml"), secrets).unwrap();
+    let path = dir.path().join("wharf.toml");
+    (dir, path)
+}
+
+/// Line numbers below count from here: keep it in step with the tests.
+const CONFIG: &str = r#"[server]
+listen = "127.0.0.1:0"
+
+[database]
+url = "postgres://postgres@127.0.0.1:1/unused"
+commit_timeout_ms = 1500
+
+[adapters]
+dir = "adapters"
+cache_dir = "CACHE"
+
+[secrets]
+file = "secrets.toml"
+
+[[endpoint]]
+id = "stripe"
+adapter = "stripe"
+secret = "stripe"
+
+[[endpoint]]
+id = "svix"
+adapter = "standard-webhooks"
+secret = "svix"
+"#;
+
+const SECRETS: &str = r#"[[stripe]]
+version = "2"
+value = "whsec_stripe_current"
+
+[[stripe]]
+version = "1"
+value = "whsec_stripe_previous"
+expires_at = "2099-01-01T00:00:00Z"
+
+[[svix]]
+version = "1"
+value = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+"#;
+
+struct Checked {
+    ok: bool,
+    stdout: String,
+    stderr: String,
+}
+
+fn check(config: &Path) -> Checked {
+    let out = run_wharf(&["config", "check", "--config", config.to_str().unwrap()]);
+    Checked {
+        ok: out.status.success(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+#[test]
+fn the_example_config_passes_with_a_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_examples(dir.path());
+    // As `serve` would load it: the examples name no database, the environment does. The
+    // global `--config` goes before the subcommand too.
+    for args in [
+        &["config", "check", "--config", "examples/wharf.toml"][..],
+        &["--config", "examples/wharf.toml", "config", "check"],
+    ] {
+        let out = run_wharf_in(dir.path(), args, &[("WHARF_DATABASE_URL", UNUSED_DATABASE)]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            stdout.contains(
+                "examples/wharf.toml: ok: 3 endpoints, 0 routes, 3 secret sets in examples/secrets.toml"
+            ),
+            "{stdout}"
+        );
+        assert!(
+            !stdout.contains("whsec_"),
+            "no secret value printed: {stdout}"
+        );
+    }
+    // Without a database anywhere, `serve` would stop: so does the check, at `[database]`.
+    let out = run_wharf_in(
+        dir.path(),
+        &["config", "check", "--config", "examples/wharf.toml"],
+        &[],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success());
+    let database = line_of(&dir.path().join("examples/wharf.toml"), "[database]");
+    assert!(
+        stdout.contains(&format!("examples/wharf.toml:{database}: no database url")),
+        "{stdout}"
+    );
+}
+
+/// The line (from 1) of the first line of `path` that starts with `start`.
+fn line_of(path: &Path, start: &str) -> usize {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .position(|l| l.starts_with(start))
+        .expect("the line is there")
+        + 1
+}
+
+#[test]
+fn every_syntax_error_is_reported_with_its_line() {
+    let config = CONFIG
+        .replace("commit_timeout_ms = 1500", "commit_timeout_ms = = 1500")
+        .replace("file = \"secrets.toml\"", "file = secrets.toml");
+    let (_dir, path) = folder(&config, SECRETS);
+    let checked = check(&path);
+    assert!(!checked.ok);
+    let file = path.display().to_string();
+    let lines: Vec<&str> = checked.stdout.lines().collect();
+    for line in [6, 13] {
+        let at = format!("{file}:{line}: ");
+        assert!(
+            lines.iter().any(|l| l.starts_with(&at)),
+            "{at}\n{}",
+            checked.stdout
+        );
+    }
+    assert!(
+        lines.iter().all(
+            |l| l.starts_with(&format!("{file}:6: ")) || l.starts_with(&format!("{file}:13: "))
+        ),
+        "{}",
+        checked.stdout
+    );
+    assert!(checked.stderr.contains(" problems"), "{}", checked.stderr);
+}
+
+#[test]
+fn every_semantic_problem_is_reported_with_the_line_of_its_key() {
+    let config = CONFIG
+        .replace("commit_timeout_ms = 1500", "commit_timeout_ms = 5000")
+        .replace("secret = \"svix\"", "secret = \"no-such-set\"");
+    let (_dir, path) = folder(&config, SECRETS);
+    let checked = check(&path);
+    assert!(!checked.ok, "{}", checked.stdout);
+    let file = path.display().to_string();
+    let expected = [
+        format!("{file}:6: [database] commit_timeout_ms = 5000 is out of range: allowed 1..=1900"),
+        format!("{file}:23: endpoint \"svix\": secret set \"no-such-set\" is not in "),
+    ];
+    for line in &expected {
+        assert!(checked.stdout.contains(line), "{line}\n{}", checked.stdout);
+    }
+    assert!(checked.stderr.contains("2 problems"), "{}", checked.stderr);
+}
+
+#[test]
+fn secrets_file_problems_are_reported_with_the_secrets_file_line_and_no_value() {
+    // A version with both a value and a public key, and one without a version.
+    let secrets = SECRETS
+        .replace(
+            "value = \"whsec_stripe_previous\"",
+            "value = \"whsec_stripe_previous\"\npublic_key = \"whpk_also\"",
+        )
+        .replace("[[svix]]\nversion = \"1\"\n", "[[svix]]\nversion = \"\"\n");
+    let (dir, path) = folder(CONFIG, &secrets);
+    let checked = check(&path);
+    assert!(!checked.ok);
+    let file = dir.path().join("secrets.toml").display().to_string();
+    for line in [
+        format!(
+            "{file}:5: set \"stripe\" version \"1\": give exactly one of `value` and `public_key`"
+        ),
+        format!("{file}:12: set \"svix\": every version needs a unique, non-empty `version`"),
+    ] {
+        assert!(checked.stdout.contains(&line), "{line}\n{}", checked.stdout);
+    }
+
+    // A value of the wrong type: the line, and not the value.
+    let secrets = SECRETS.replace("value = \"whsec_stripe_previous\"", "value = 987654321");
+    let (dir, path) = folder(CONFIG, &secrets);
+    let checked = check(&path);
+    assert!(!checked.ok);
+    let file = dir.path().join("secrets.toml").display().to_string();
+    assert!(
+        checked
+            .stdout
+            .contains(&format!("{file}:7: invalid type: integer (value withheld)")),
+        "{}",
+        checked.stdout
+    );
+    assert!(!checked.stdout.contains("987654321"), "{}", checked.stdout);
+    assert!(!checked.stderr.contains("987654321"), "{}", checked.stderr);
+
+    // A value the endpoint's adapter cannot decode (Standard Webhooks: `whsec_` base64): every
+    // request would fail, so the check names the version's line, without the value.
+    let secrets = SECRETS.replace(
+        "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+        "whsec_not*base64*at*all",
+    );
+    let (dir, path) = folder(CONFIG, &secrets);
+    let checked = check(&path);
+    assert!(!checked.ok);
+    let file = dir.path().join("secrets.toml").display().to_string();
+    assert!(
+        checked.stdout.contains(&format!(
+            "{file}:12: secret set \"svix\" version \"1\" cannot be decoded"
+        )),
+        "{}",
+        checked.stdout
+    );
+    assert!(!checked.stdout.contains("not*base64"), "{}", checked.stdout);
+}
+
+#[test]
+fn adapter_problems_name_the_endpoint_line() {
+    // github signs no timestamp: a tolerance is refused at start. An adapter that is not in
+    // the folder is only a warning (the endpoint answers 503 until it arrives).
+    let config = format!(
+        "{CONFIG}\n[[endpoint]]\nid = \"gh\"\nadapter = \"github\"\nsecret = \"stripe\"\ntolerance_secs = 300\n\n[[endpoint]]\nid = \"later\"\nadapter = \"not-here-yet\"\nsecret = \"stripe\"\n"
+    );
+    let (_dir, path) = folder(&config, SECRETS);
+    let checked = check(&path);
+    let file = path.display().to_string();
+    assert!(!checked.ok);
+    assert!(
+        checked
+            .stdout
+            .contains(&format!("{file}:29: endpoint \"gh\": tolerance_secs/future_tolerance_secs set, but adapter \"github\" signs no timestamp")),
+        "{}",
+        checked.stdout
+    );
+    assert!(
+        checked.stdout.contains(&format!(
+            "{file}:33: warning: endpoint \"later\": adapter \"not-here-yet\" is not loaded"
+        )),
+        "{}",
+        checked.stdout
+    );
+    assert!(checked.stderr.contains("1 problem"), "{}", checked.stderr);
+}
