@@ -42,6 +42,9 @@ pub struct Config {
     /// Deliveries: which processed events go to which sink.
     #[serde(default, rename = "route")]
     pub routes: Vec<RouteConfig>,
+    /// Limits shared by every endpoint of one adapter (`[[provider]]`).
+    #[serde(default, rename = "provider")]
+    pub providers: Vec<ProviderConfig>,
 }
 
 /// Raw payloads at rest (see `support::sealing`).
@@ -291,11 +294,28 @@ pub enum UnsupportedTypes {
     Ignore,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+/// A token bucket: `burst` requests at once, refilled at `per_second` (fractions allowed:
+/// 0.5 is one every 2 s). Per process.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RateLimit {
-    pub per_second: u32,
+    pub per_second: f64,
     pub burst: u32,
+}
+
+/// The largest `per_second` and `burst`: far above what one receiver serves (about 2,000
+/// requests/s), so anything larger could only be a typo.
+pub const MAX_RATE_LIMIT: u32 = 1_000_000;
+/// The smallest `per_second`: one token every 1,000 s.
+pub const MIN_RATE_PER_SECOND: f64 = 0.001;
+
+/// What one provider's endpoints share: `[[provider]] adapter = "stripe"`, `rate_limit = {..}`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderConfig {
+    /// The adapter's name (from `describe`), as endpoints name it in `adapter`.
+    pub adapter: String,
+    pub rate_limit: RateLimit,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -574,9 +594,32 @@ impl Config {
                     e.id
                 ),
             );
-            p.ensure(e.rate_limit.is_none(), key("rate_limit"), || {
-                format!("endpoint {:?}: rate_limit is not supported yet", e.id)
+        }
+        let mut providers = HashSet::new();
+        for (i, pr) in self.providers.iter().enumerate() {
+            let key = KeyPath::root("provider").index(i).key("adapter");
+            p.ensure(providers.insert(&pr.adapter), key.clone(), || {
+                format!("provider {:?} is configured twice", pr.adapter)
             });
+            // A name no endpoint uses is a typo that would leave the provider unlimited.
+            p.ensure(
+                self.endpoints.iter().any(|e| e.adapter == pr.adapter),
+                key,
+                || {
+                    format!(
+                        "provider {:?}: no endpoint uses adapter {:?} (adapter names: {})",
+                        pr.adapter,
+                        pr.adapter,
+                        self.endpoints
+                            .iter()
+                            .map(|e| e.adapter.as_str())
+                            .collect::<std::collections::BTreeSet<_>>()
+                            .into_iter()
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                },
+            );
         }
         p.ensure(
             self.worker.backoff_base_ms <= self.worker.backoff_max_ms,
@@ -792,6 +835,14 @@ impl Config {
                 let k = "max_attempts";
                 p.range(key(k), &label(k), v, 1..=100);
             }
+            if let Some(limit) = &e.rate_limit {
+                rate_limit_in_range(p, key("rate_limit"), &format!("endpoint {:?}", e.id), limit);
+            }
+        }
+        for (i, pr) in self.providers.iter().enumerate() {
+            let key = KeyPath::root("provider").index(i).key("rate_limit");
+            let owner = format!("provider {:?}", pr.adapter);
+            rate_limit_in_range(p, key, &owner, &pr.rate_limit);
         }
     }
 
@@ -826,6 +877,21 @@ pub fn env_database_url(var: impl Fn(&str) -> Option<String>) -> Option<String> 
 
 /// The widest replay window an endpoint may configure, either way.
 pub const MAX_TOLERANCE_SECS: u64 = 3600;
+
+fn rate_limit_in_range(p: &mut Problems, key: KeyPath, owner: &str, limit: &RateLimit) {
+    p.range(
+        key.clone(),
+        &format!("{owner}: rate_limit.per_second"),
+        limit.per_second,
+        MIN_RATE_PER_SECOND..=f64::from(MAX_RATE_LIMIT),
+    );
+    p.range(
+        key,
+        &format!("{owner}: rate_limit.burst"),
+        limit.burst,
+        1..=MAX_RATE_LIMIT,
+    );
+}
 
 /// Refuses `value` outside `range`, naming the key and the range.
 fn in_range<T: PartialOrd + Display>(
@@ -918,6 +984,22 @@ pub fn glob_match(pattern: &str, text: &str) -> bool {
 mod tests {
     use super::*;
 
+    /// A `[payloads]` table naming a key file that exists for the whole test run.
+    fn payloads_table() -> String {
+        static FILE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+        let file = FILE.get_or_init(|| {
+            let dir = tempfile::tempdir().unwrap().keep();
+            let path = dir.join("keys.toml");
+            let key = "A".repeat(43) + "=";
+            std::fs::write(&path, format!("current = \"k\"\n[keys]\nk = \"{key}\"\n")).unwrap();
+            path
+        });
+        format!(
+            "\n[payloads]\nkey_file = {:?}\n",
+            file.display().to_string()
+        )
+    }
+
     /// A valid config with `line` added to `table` (`server`, `database`, ..., `endpoint`).
     fn config_with(table: &str, line: &str) -> anyhow::Result<Config> {
         let mut tables = [
@@ -992,6 +1074,31 @@ mod tests {
                 "endpoint",
                 "max_attempts = 0",
                 "max_attempts = 0 is out of range: allowed 1..=100",
+            ),
+            (
+                "endpoint",
+                "rate_limit = { per_second = 0, burst = 1 }",
+                "endpoint \"e\": rate_limit.per_second = 0 is out of range: allowed 0.001..=1000000",
+            ),
+            (
+                "endpoint",
+                "rate_limit = { per_second = -1, burst = 1 }",
+                "endpoint \"e\": rate_limit.per_second = -1 is out of range",
+            ),
+            (
+                "endpoint",
+                "rate_limit = { per_second = inf, burst = 1 }",
+                "endpoint \"e\": rate_limit.per_second = inf is out of range",
+            ),
+            (
+                "endpoint",
+                "rate_limit = { per_second = 10, burst = 0 }",
+                "endpoint \"e\": rate_limit.burst = 0 is out of range: allowed 1..=1000000",
+            ),
+            (
+                "endpoint",
+                "rate_limit = { per_second = 10, burst = 1000001 }",
+                "endpoint \"e\": rate_limit.burst = 1000001 is out of range: allowed 1..=1000000",
             ),
             (
                 "database",
@@ -1099,6 +1206,11 @@ mod tests {
                 "tolerance_secs = 3600\nfuture_tolerance_secs = 0",
             ),
             ("endpoint", "max_body_bytes = 1"),
+            (
+                "endpoint",
+                "rate_limit = { per_second = 1000000, burst = 1000000 }",
+            ),
+            ("endpoint", "rate_limit = { per_second = 0.001, burst = 1 }"),
             ("database", "commit_timeout_ms = 1900"),
             (
                 "server",
@@ -1108,6 +1220,38 @@ mod tests {
         ] {
             config_with(table, &format!("{line}\n")).unwrap_or_else(|e| panic!("{line}: {e}"));
         }
+    }
+
+    #[test]
+    fn providers_name_an_adapter_some_endpoint_uses_once_each() {
+        let provider = |adapter: &str| {
+            format!(
+                "[[provider]]\nadapter = \"{adapter}\"\nrate_limit = {{ per_second = 5, burst = 10 }}\n"
+            )
+        };
+        let parse = |extra: &str| {
+            let text = format!(
+                "[database]\nurl = \"postgres://x/y\"\n[adapters]\ndir = \"a\"\n[secrets]\nfile = \"s\"\n\
+                 [[endpoint]]\nid = \"e\"\nadapter = \"stripe\"\nsecret = \"e\"\n{extra}{}",
+                payloads_table()
+            );
+            Config::parse(&text, Path::new("/")).and_then(|c| c.validate().map(|()| c))
+        };
+        let config = parse(&provider("stripe")).unwrap();
+        assert_eq!(config.providers[0].adapter, "stripe");
+        assert_eq!(config.providers[0].rate_limit.burst, 10);
+        let error = parse(&provider("github")).unwrap_err().to_string();
+        assert!(
+            error.contains("provider \"github\": no endpoint uses adapter \"github\""),
+            "{error}"
+        );
+        let twice = format!("{}{}", provider("stripe"), provider("stripe"));
+        let error = parse(&twice).unwrap_err().to_string();
+        assert!(error.contains("configured twice"), "{error}");
+        let error = parse("[[provider]]\nadapter = \"stripe\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("missing field `rate_limit`"), "{error}");
     }
 
     #[test]

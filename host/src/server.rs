@@ -17,7 +17,7 @@ use crate::config::{self, Config, ServerConfig};
 use crate::http::{HttpState, admin_router, processing_admin_router, public_router};
 use crate::ingest::SecretStore;
 use crate::ingest::Store;
-use crate::ingest::{Admission, CommitSettings, Ingest};
+use crate::ingest::{Admission, CommitSettings, Ingest, RateLimits};
 use crate::processing::Processing;
 use crate::reload::Reloader;
 use crate::support::clock::{SharedClock, SystemClock};
@@ -114,7 +114,8 @@ impl Server {
             .with_admission(Admission::new(
                 config.server.answer_budget(),
                 config.server.min_in_flight,
-            )),
+            ))
+            .with_rate_limits(RateLimits::new(&config.endpoints, &config.providers)),
         );
         let config = Arc::new(config);
         let processing = Arc::new(Processing::new(

@@ -24,6 +24,7 @@ mod provider_square;
 mod provider_standard_webhooks_v1a;
 mod provider_twilio;
 mod provider_zoom;
+mod rate_limits;
 mod reload;
 mod sandbox;
 mod scaffold;

@@ -1,6 +1,6 @@
-//! The public webhook route. Bounds what a request may cost before its body is read, reads the
-//! exact raw bytes under the body limit, answers every `IngestError` in one place, and writes
-//! one log line per request (never a secret, signature value or body).
+//! The public webhook route. Rate limits and bounds what a request may cost before its body is
+//! read, reads the exact raw bytes under the body limit, answers every `IngestError` in one
+//! place, and writes one log line per request (never a secret, signature value or body).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -66,11 +66,7 @@ async fn receive_get(
     RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> Response {
-    let serves_get = state
-        .ingest
-        .admit(&endpoint_id)
-        .is_ok_and(|a| a.adapter.info.serves_get);
-    if !serves_get {
+    if !state.ingest.serves_get(&endpoint_id) {
         return method_not_allowed().await;
     }
     answer(
@@ -104,6 +100,8 @@ async fn answer(
 ) -> Response {
     let started = Instant::now();
     let mut facts = RequestFacts::default();
+    // Whether a refusal before the read leaves body bytes on the connection.
+    let body_may_follow = !axum::body::HttpBody::is_end_stream(&body);
     let result = handle(
         &state,
         &endpoint_id,
@@ -114,10 +112,16 @@ async fn answer(
         &mut facts,
     )
     .await;
-    let response = match &result {
+    let mut response = match &result {
         Ok((outcome, ack)) => outcome_response(outcome, ack.as_ref()),
         Err(e) => error_response(e),
     };
+    // A limited request's body is never read: the connection cannot carry another request.
+    if body_may_follow && matches!(result, Err(IngestError::RateLimited(_))) {
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
     let result = result.map(|(outcome, _)| outcome);
     let (outcome, inbox_id) = match &result {
         Ok(o @ Outcome::Stored(a)) => (o.code(), a.first().map(|a| a.inbox_id().to_string())),
@@ -357,6 +361,12 @@ fn error_response(e: &IngestError) -> Response {
             header::RETRY_AFTER,
             HeaderValue::from_static(RETRY_AFTER_SECS),
         );
+    }
+    // When the bucket that refused will have a token again, in whole seconds.
+    if let IngestError::RateLimited(limited) = e {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, limited.retry_after_secs().into());
     }
     // The body was left unread (or half read): the connection cannot carry another request.
     if matches!(e, IngestError::Overloaded | IngestError::BodyTimeout) {

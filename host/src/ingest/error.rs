@@ -3,6 +3,7 @@
 
 use http::StatusCode;
 
+use super::rate_limit::Limited;
 use super::rows::StoreError;
 use super::secrets::SecretsError;
 use super::verify::{self, VerifyError};
@@ -14,6 +15,10 @@ use crate::adapter::AdapterFailure;
 pub enum IngestError {
     #[error("no endpoint with this id")]
     UnknownEndpoint,
+    /// The endpoint's or its provider's token bucket is empty; nothing of the request was
+    /// read past its head and no adapter ran.
+    #[error("rate limit reached: retry after {} s", .0.retry_after_secs())]
+    RateLimited(Limited),
     #[error("too many or too large headers")]
     HeadersTooLarge,
     #[error("unsupported content type")]
@@ -58,6 +63,7 @@ impl IngestError {
     pub fn status_and_code(&self) -> (StatusCode, &'static str) {
         match self {
             IngestError::UnknownEndpoint => (StatusCode::NOT_FOUND, "unknown_endpoint"),
+            IngestError::RateLimited(_) => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
             IngestError::HeadersTooLarge => (
                 StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
                 "headers_too_large",
@@ -104,6 +110,7 @@ impl IngestError {
             IngestError::StaleTimestamp(e) => Some(e.to_string()),
             IngestError::StorageUnavailable(e) => Some(e.to_string()),
             IngestError::SecretsUnavailable(e) => Some(e.to_string()),
+            IngestError::RateLimited(l) => Some(format!("{} rate limit", l.scope.as_str())),
             _ => None,
         }
     }

@@ -4,6 +4,7 @@
 //!   that the fixture runner shares
 //! - `verify`: what "verified" means; MACs, public-key signatures, tokens; freshness
 //! - `secrets`: the secrets file, hot-reloaded, failing closed
+//! - `rate_limit`: endpoint and provider token buckets, taken before the body is read
 //! - `admission`: past capacity, refuse at once what could not be answered in the budget
 //! - `store`: Postgres: migrations and `accept`, the one way events are stored
 //! - `commit`: group commit behind `accept`: requests that arrive together share a transaction
@@ -14,6 +15,7 @@ mod admission;
 mod commit;
 mod error;
 mod pipeline;
+mod rate_limit;
 mod rows;
 mod secrets;
 mod store;
@@ -25,6 +27,7 @@ pub use error::IngestError;
 pub use pipeline::{
     Admitted, Ingest, Outcome, RequestFacts, Verified, inbox_ids, verify_and_parse,
 };
+pub use rate_limit::{LimitScope, Limited, RateLimits};
 pub use rows::{Acceptance, NewEvent, StoreError, StoredVersion, Submission, redact_db};
 pub use secrets::{
     KeyEncodings, KeySet, KeySource, PublicKey, SECRETS_QUIET, SecretStore, Secrets, SecretsError,

@@ -12,6 +12,7 @@ use uuid::Uuid;
 
 use super::admission::Admission;
 use super::error::IngestError;
+use super::rate_limit::RateLimits;
 use super::rows::{Acceptance, NewEvent, StoredVersion, Submission};
 use super::secrets::{KeyEncodings, KeySet, KeySource, SecretStore, SecretsError};
 use super::store::Store;
@@ -89,6 +90,7 @@ pub struct Ingest {
     metrics: Arc<Metrics>,
     signals: Arc<Signals>,
     admission: Admission,
+    rate_limits: RateLimits,
 }
 
 impl Ingest {
@@ -101,6 +103,7 @@ impl Ingest {
         max_body_bytes: u64,
         metrics: Arc<Metrics>,
     ) -> Self {
+        let rate_limits = RateLimits::new(&endpoints, &[]);
         Self {
             endpoints: endpoints
                 .into_iter()
@@ -114,7 +117,15 @@ impl Ingest {
             metrics,
             signals: Arc::default(),
             admission: Admission::default(),
+            rate_limits,
         }
+    }
+
+    /// Rate limits with the providers' buckets too (`[[provider]]`); the endpoints' own come
+    /// with them.
+    pub fn with_rate_limits(mut self, rate_limits: RateLimits) -> Self {
+        self.rate_limits = rate_limits;
+        self
     }
 
     /// Admission with the configured answer budget (`[server] answer_budget_ms`).
@@ -170,12 +181,30 @@ impl Ingest {
         });
     }
 
-    /// Steps before the body is read: the endpoint, its adapter, and the body limit.
+    /// Whether a GET to this endpoint reaches its adapter (Meta's `hub.challenge`); takes no
+    /// token, so the GET that follows is limited once, in `admit`.
+    pub fn serves_get(&self, endpoint_id: &str) -> bool {
+        self.endpoints.get(endpoint_id).is_some_and(|e| {
+            self.adapters
+                .load()
+                .get(&e.adapter)
+                .is_some_and(|a| a.info.serves_get)
+        })
+    }
+
+    /// Steps before the body is read: the endpoint, its rate limits, its adapter, and the body
+    /// limit. A limited request costs a lookup and a token check: nothing is read or reserved
+    /// and no adapter runs.
     pub fn admit(&self, endpoint_id: &str) -> Result<Admitted, IngestError> {
         let endpoint = self
             .endpoints
             .get(endpoint_id)
             .ok_or(IngestError::UnknownEndpoint)?;
+        if let Err(limited) = self.rate_limits.try_take(endpoint_id, &endpoint.adapter) {
+            self.metrics
+                .rate_limited(endpoint_id, limited.scope.as_str());
+            return Err(IngestError::RateLimited(limited));
+        }
         let adapter = self
             .adapters
             .load()

@@ -19,6 +19,14 @@ pub struct RequestLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RateLimitLabels {
+    /// A configured endpoint id (only those reach a rate limit).
+    pub endpoint: String,
+    /// The bucket that refused: `endpoint` or `provider`.
+    pub scope: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabels {
     pub outcome: String,
 }
@@ -39,6 +47,7 @@ pub struct ReloadLabels {
 pub struct Metrics {
     registry: Mutex<Registry>,
     requests: Family<RequestLabels, Counter>,
+    rate_limited: Family<RateLimitLabels, Counter>,
     reloads: Family<ReloadLabels, Counter>,
     ack_seconds: Histogram,
     db_commit_seconds: Histogram,
@@ -65,6 +74,13 @@ impl Default for Metrics {
             "wharf_requests",
             "Webhook requests by endpoint and outcome (accepted, duplicate, or the error code)",
             requests.clone(),
+        );
+        let rate_limited = Family::<RateLimitLabels, Counter>::default();
+        registry.register(
+            "wharf_rate_limited",
+            "Requests refused with 429 rate_limited, by endpoint and the bucket that was empty \
+             (endpoint, or provider: shared by the adapter's endpoints; endpoint when both were)",
+            rate_limited.clone(),
         );
         registry.register(
             "wharf_ack_seconds",
@@ -147,6 +163,7 @@ impl Default for Metrics {
         Self {
             registry: Mutex::new(registry),
             requests,
+            rate_limited,
             reloads,
             ack_seconds,
             db_commit_seconds,
@@ -172,6 +189,15 @@ impl Metrics {
         };
         self.requests.get_or_create(&labels).inc();
         self.ack_seconds.observe(seconds);
+    }
+
+    /// A request refused by a rate limit (also counted in `wharf_requests_total`).
+    pub fn rate_limited(&self, endpoint: &str, scope: &str) {
+        let labels = RateLimitLabels {
+            endpoint: endpoint.to_owned(),
+            scope: scope.to_owned(),
+        };
+        self.rate_limited.get_or_create(&labels).inc();
     }
 
     pub fn adapter_reload(&self, adapter: &str, result: &str) {

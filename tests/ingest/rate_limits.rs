@@ -1,0 +1,382 @@
+//! Rate limits: endpoint and provider token buckets, 429 `rate_limited` with `Retry-After`,
+//! decided from the head alone (no body read, no adapter call), counted in the metrics, and
+//! refused at start when out of range. Slow refills (a token every 10 s) keep the tests from
+//! depending on timing: a handful of requests all fall within the window; where a token must
+//! come back the refill is 1 s, and after sleeping `Retry-After` it is back for certain.
+
+use std::time::{Duration, Instant};
+
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+use wharf::config::Config;
+
+use crate::support::{app::*, http::*, signing::*};
+
+/// A freshly signed Stripe event with this id, posted to `endpoint` (a stripe endpoint).
+async fn post_stripe(app: &TestApp, endpoint: &str, id: &str) -> Answer {
+    let (headers, body) = signed_stripe_event(id);
+    app.post(endpoint, &refs(&headers), body).await
+}
+
+async fn post_github(app: &TestApp, delivery: &str) -> Answer {
+    let body = format!("{{\"delivery\":\"{delivery}\"}}").into_bytes();
+    app.post(
+        "github",
+        &refs(&signed_github_headers(&body, delivery)),
+        body,
+    )
+    .await
+}
+
+fn retry_after(answer: &Answer) -> u64 {
+    answer
+        .headers
+        .get("retry-after")
+        .unwrap_or_else(|| panic!("no Retry-After: {answer:?}"))
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+fn assert_limited(answer: &Answer) {
+    assert_eq!(
+        (answer.status, answer.code()),
+        (429, "rate_limited"),
+        "{answer:?}"
+    );
+    assert!(answer.json["message"].is_string(), "{answer:?}");
+    assert!(retry_after(answer) >= 1, "{answer:?}");
+}
+
+/// The value of the metrics line whose name and labels are exactly `series`, or 0 when absent.
+fn metric(metrics: &str, series: &str) -> u64 {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn past_the_burst_429_rate_limited_with_retry_after_then_a_token_comes_back() {
+    let app = TestApp::builder()
+        .add_endpoints(
+            r#"
+[[endpoint]]
+id = "stripe-limited"
+adapter = "stripe"
+secret = "stripe"
+rate_limit = { per_second = 0.5, burst = 2 }
+"#,
+        )
+        .start()
+        .await;
+    // A GET to an endpoint without GET handshakes is 405 and takes no token.
+    let get = app
+        .client
+        .get(format!("{}/webhooks/stripe-limited", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(get.status().as_u16(), 405);
+
+    let (first, second, third) = tokio::join!(
+        post_stripe(&app, "stripe-limited", "evt_rl_1"),
+        post_stripe(&app, "stripe-limited", "evt_rl_2"),
+        post_stripe(&app, "stripe-limited", "evt_rl_3"),
+    );
+    let mut answers = [first, second, third];
+    answers.sort_by_key(|a| a.status);
+    assert_eq!(answers[0].code(), "accepted", "{answers:?}");
+    assert_eq!(answers[1].code(), "accepted", "{answers:?}");
+    assert_limited(&answers[2]);
+    let wait = retry_after(&answers[2]);
+    // One token every 2 s: the next is at most 2 s away.
+    assert!(wait <= 2, "{answers:?}");
+    assert_eq!(app.count("webhook_inbox").await, 2);
+
+    // Other endpoints are not limited by this one.
+    assert_eq!(
+        post_stripe(&app, "stripe", "evt_free").await.code(),
+        "accepted"
+    );
+
+    // Once Retry-After has passed, one more is taken.
+    tokio::time::sleep(Duration::from_secs(wait)).await;
+    let answer = post_stripe(&app, "stripe-limited", "evt_rl_4").await;
+    assert_eq!(answer.code(), "accepted", "{answer:?}");
+    assert_eq!(app.count("webhook_inbox").await, 4);
+
+    let metrics = app.metrics().await;
+    let limited = r#"wharf_requests_total{endpoint="stripe-limited",outcome="rate_limited"}"#;
+    assert_eq!(metric(&metrics, limited), 1, "{metrics}");
+    let scope = r#"wharf_rate_limited_total{endpoint="stripe-limited",scope="endpoint"}"#;
+    assert_eq!(metric(&metrics, scope), 1, "{metrics}");
+    let accepted = r#"wharf_requests_total{endpoint="stripe-limited",outcome="accepted"}"#;
+    assert_eq!(metric(&metrics, accepted), 3, "{metrics}");
+}
+
+#[tokio::test]
+async fn a_limited_request_is_answered_from_its_head_without_reading_the_body() {
+    let app = TestApp::builder()
+        .add_endpoints(
+            r#"
+[[endpoint]]
+id = "github-limited"
+adapter = "github"
+secret = "github"
+rate_limit = { per_second = 0.1, burst = 1 }
+"#,
+        )
+        .start()
+        .await;
+    // The one token goes to a request the adapter refuses (401): it was taken all the same.
+    let answer = app
+        .post("github-limited", &[("x-github-event", "push")], "{}")
+        .await;
+    assert_eq!(answer.code(), "invalid_signature", "{answer:?}");
+
+    // 512 KiB declared, within the 1 MiB limit and the body budget, and never sent: unless the
+    // answer comes from the head alone, it would wait 30 s for the body deadline.
+    let mut stream = TcpStream::connect(app.addr).await.unwrap();
+    let head = "POST /webhooks/github-limited HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 524288\r\nx-hub-signature-256: sha256=00\r\nx-github-delivery: d\r\nx-github-event: push\r\n\r\n";
+    let sent = Instant::now();
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let (answer, closed) = read_until_closed(&mut stream, Duration::from_secs(10)).await;
+    assert!(answer.starts_with("HTTP/1.1 429"), "{answer}");
+    assert!(answer.contains(r#""error":"rate_limited""#), "{answer}");
+    let lower = answer.to_ascii_lowercase();
+    // The next token is 10 s after the first request's.
+    assert!(lower.contains("retry-after: 10\r\n"), "{answer}");
+    assert!(lower.contains("connection: close"), "{answer}");
+    assert!(closed, "the connection stayed open after the 429");
+    assert!(
+        sent.elapsed() < Duration::from_secs(5),
+        "answered after {:?}",
+        sent.elapsed()
+    );
+    let metrics = app.metrics().await;
+    assert_eq!(metric(&metrics, "wharf_http_body_bytes_reserved"), 0);
+    let limited = r#"wharf_requests_total{endpoint="github-limited",outcome="rate_limited"}"#;
+    assert_eq!(metric(&metrics, limited), 1, "{metrics}");
+}
+
+#[tokio::test]
+async fn a_limited_request_never_calls_the_adapter_post_or_get() {
+    // `trap` makes every adapter call fail (503 adapter_unavailable): an answer other than
+    // that means the adapter was not called.
+    let app = TestApp::builder()
+        .add_adapter("testing/test-misbehave.wasm")
+        .add_endpoints(
+            r#"
+[[endpoint]]
+id = "evil"
+adapter = "test-misbehave"
+secret = "github"
+rate_limit = { per_second = 0.1, burst = 2 }
+"#,
+        )
+        .start()
+        .await;
+    let post = || {
+        app.post(
+            "evil",
+            &[
+                ("x-misbehave", "trap"),
+                ("content-type", "application/json"),
+            ],
+            "{}",
+        )
+    };
+    // test-misbehave serves GET handshakes: a GET reaches its adapter, and is limited alike.
+    let get = || async {
+        let response = app
+            .client
+            .get(format!("{}/webhooks/evil", app.base))
+            .header("x-misbehave", "trap")
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        let retry_after = response.headers().get("retry-after").cloned();
+        let json: serde_json::Value = response.json().await.unwrap();
+        (
+            status,
+            json["error"].as_str().unwrap().to_owned(),
+            retry_after,
+        )
+    };
+
+    let answer = post().await;
+    assert_eq!((answer.status, answer.code()), (503, "adapter_unavailable"));
+    let (status, code, _) = get().await;
+    assert_eq!((status, code.as_str()), (503, "adapter_unavailable"));
+    // The burst is spent: neither method reaches the adapter now.
+    for _ in 0..3 {
+        assert_limited(&post().await);
+        let (status, code, retry_after) = get().await;
+        assert_eq!((status, code.as_str()), (429, "rate_limited"));
+        assert!(retry_after.is_some());
+    }
+
+    let metrics = app.metrics().await;
+    let failed = r#"wharf_requests_total{endpoint="evil",outcome="adapter_unavailable"}"#;
+    assert_eq!(metric(&metrics, failed), 2, "{metrics}");
+    let limited = r#"wharf_requests_total{endpoint="evil",outcome="rate_limited"}"#;
+    assert_eq!(metric(&metrics, limited), 6, "{metrics}");
+    let scope = r#"wharf_rate_limited_total{endpoint="evil",scope="endpoint"}"#;
+    assert_eq!(metric(&metrics, scope), 6, "{metrics}");
+}
+
+#[tokio::test]
+async fn the_provider_bucket_is_shared_by_its_endpoints_and_counted_by_scope() {
+    let app = TestApp::builder()
+        .add_endpoints(
+            r#"
+[[endpoint]]
+id = "stripe-a"
+adapter = "stripe"
+secret = "stripe"
+rate_limit = { per_second = 0.1, burst = 1 }
+
+[[endpoint]]
+id = "stripe-b"
+adapter = "stripe"
+secret = "stripe"
+
+[[provider]]
+adapter = "stripe"
+rate_limit = { per_second = 0.1, burst = 3 }
+"#,
+        )
+        .start()
+        .await;
+    // stripe-a takes its one token and one of the provider's three ...
+    assert_eq!(
+        post_stripe(&app, "stripe-a", "evt_a1").await.code(),
+        "accepted"
+    );
+    // ... and is then refused by its own bucket, which takes nothing from the provider's.
+    let refused = post_stripe(&app, "stripe-a", "evt_a2").await;
+    assert_limited(&refused);
+    // The provider's two remaining tokens go to stripe-b, then it is refused by the provider.
+    assert_eq!(
+        post_stripe(&app, "stripe-b", "evt_b1").await.code(),
+        "accepted"
+    );
+    assert_eq!(
+        post_stripe(&app, "stripe-b", "evt_b2").await.code(),
+        "accepted"
+    );
+    let refused = post_stripe(&app, "stripe-b", "evt_b3").await;
+    assert_limited(&refused);
+    // Another adapter's endpoint is unaffected.
+    for i in 0..5 {
+        let answer = post_github(&app, &format!("gh-{i}")).await;
+        assert_eq!(answer.code(), "accepted", "{answer:?}");
+    }
+    assert_eq!(app.count("webhook_inbox").await, 8);
+
+    let metrics = app.metrics().await;
+    for (series, count) in [
+        (
+            r#"wharf_rate_limited_total{endpoint="stripe-a",scope="endpoint"}"#,
+            1,
+        ),
+        (
+            r#"wharf_rate_limited_total{endpoint="stripe-a",scope="provider"}"#,
+            0,
+        ),
+        (
+            r#"wharf_rate_limited_total{endpoint="stripe-b",scope="provider"}"#,
+            1,
+        ),
+        (
+            r#"wharf_rate_limited_total{endpoint="stripe-b",scope="endpoint"}"#,
+            0,
+        ),
+        (
+            r#"wharf_requests_total{endpoint="stripe-a",outcome="rate_limited"}"#,
+            1,
+        ),
+        (
+            r#"wharf_requests_total{endpoint="stripe-b",outcome="rate_limited"}"#,
+            1,
+        ),
+        (
+            r#"wharf_requests_total{endpoint="stripe-b",outcome="accepted"}"#,
+            2,
+        ),
+        (
+            r#"wharf_requests_total{endpoint="github",outcome="accepted"}"#,
+            5,
+        ),
+        (
+            r#"wharf_requests_total{endpoint="github",outcome="rate_limited"}"#,
+            0,
+        ),
+    ] {
+        assert_eq!(metric(&metrics, series), count, "{series}\n{metrics}");
+    }
+}
+
+#[tokio::test]
+async fn rate_limits_out_of_range_or_for_an_unused_adapter_refuse_start_naming_the_key() {
+    for (toml, message) in [
+        (
+            "[[endpoint]]\nid = \"x\"\nadapter = \"stripe\"\nsecret = \"stripe\"\nrate_limit = { per_second = 0, burst = 10 }\n",
+            "endpoint \"x\": rate_limit.per_second = 0 is out of range: allowed 0.001..=1000000",
+        ),
+        (
+            "[[endpoint]]\nid = \"x\"\nadapter = \"stripe\"\nsecret = \"stripe\"\nrate_limit = { per_second = 10, burst = 0 }\n",
+            "endpoint \"x\": rate_limit.burst = 0 is out of range: allowed 1..=1000000",
+        ),
+        (
+            "[[endpoint]]\nid = \"x\"\nadapter = \"stripe\"\nsecret = \"stripe\"\nrate_limit = { per_second = 10 }\n",
+            "missing field `burst`",
+        ),
+        (
+            "[[provider]]\nadapter = \"stripe\"\nrate_limit = { per_second = 1000001, burst = 1 }\n",
+            "provider \"stripe\": rate_limit.per_second = 1000001 is out of range: allowed 0.001..=1000000",
+        ),
+        (
+            "[[provider]]\nadapter = \"stripe\"\nrate_limit = { per_second = nan, burst = 1 }\n",
+            "provider \"stripe\": rate_limit.per_second = NaN is out of range",
+        ),
+        (
+            "[[provider]]\nadapter = \"strpe\"\nrate_limit = { per_second = 10, burst = 10 }\n",
+            "provider \"strpe\": no endpoint uses adapter \"strpe\"",
+        ),
+        (
+            "[[provider]]\nadapter = \"stripe\"\nrate_limit = { per_second = 10, burst = 10 }\n[[provider]]\nadapter = \"stripe\"\nrate_limit = { per_second = 5, burst = 5 }\n",
+            "provider \"stripe\" is configured twice",
+        ),
+    ] {
+        let written = TestApp::builder().append_toml(toml).write_config().await;
+        let error = format!("{:#}", Config::load(&written.config_path).unwrap_err());
+        assert!(error.contains(message), "{toml}: {error}");
+    }
+
+    // And `wharf serve` exits with that message.
+    let written = TestApp::builder()
+        .append_toml(
+            "[[provider]]\nadapter = \"github\"\nrate_limit = { per_second = 5, burst = 0 }\n",
+        )
+        .write_config()
+        .await;
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_wharf"))
+        .arg("serve")
+        .arg("--config")
+        .arg(&written.config_path)
+        .output()
+        .await
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(
+            "provider \"github\": rate_limit.burst = 0 is out of range: allowed 1..=1000000"
+        ),
+        "{stderr}"
+    );
+}
