@@ -11,7 +11,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::nats::Nats;
 use crate::config::Config;
-use crate::ingest::redact_db;
+use crate::ingest::{KeySource, redact_db};
+use crate::support::clock::{SharedClock, SystemClock};
 use crate::support::metrics::Metrics;
 use crate::support::signals::Signals;
 
@@ -22,6 +23,11 @@ pub struct Processing {
     pub metrics: Arc<Metrics>,
     pub signals: Arc<Signals>,
     pub nats: Option<Arc<Nats>>,
+    /// Where signed routes' keys are read at each attempt (the live secrets file); none
+    /// when no route signs.
+    pub signing_keys: Option<Arc<dyn KeySource>>,
+    /// The clock of signed deliveries' `webhook-timestamp` and of their keys' expiry.
+    pub clock: SharedClock,
 }
 
 impl Processing {
@@ -60,7 +66,16 @@ impl Processing {
             metrics,
             signals,
             nats,
+            signing_keys: None,
+            clock: Arc::new(SystemClock),
         })
+    }
+
+    /// Signs deliveries with keys from `keys`, stamped by `clock`.
+    pub fn with_signing(mut self, keys: Arc<dyn KeySource>, clock: SharedClock) -> Self {
+        self.signing_keys = Some(keys);
+        self.clock = clock;
+        self
     }
 
     /// Full-jitter exponential backoff after `attempt` failed attempts: a uniformly random

@@ -5,6 +5,7 @@
 //! - `worker`: leasing inbox rows, the built-in mutation, planning deliveries
 //! - `outbox`: the relay that publishes accepted-event notices
 //! - `deliveries`: the relay that sends deliveries to `http` and `nats` sinks
+//! - `signing`: Standard Webhooks signatures on HTTP deliveries
 //! - `reconcile`: the periodic audit that requeues what went missing
 //! - `nats`: the one lazy JetStream connection
 
@@ -13,6 +14,7 @@ mod deliveries;
 mod nats;
 mod outbox;
 mod reconcile;
+mod signing;
 mod tasks;
 mod worker;
 
@@ -20,4 +22,5 @@ pub use context::Processing;
 pub use deliveries::{DeliveryRelay, Lane};
 pub use outbox::OutboxRelay;
 pub use reconcile::{Audit, Reconciler};
+pub use signing::check_signing_sets;
 pub use worker::{Claim, Effect, Worker};
