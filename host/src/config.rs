@@ -149,7 +149,35 @@ pub struct RouteConfig {
     pub timeout_ms: u64,
     #[serde(default = "default_delivery_attempts")]
     pub max_attempts: u32,
+    /// HTTP only: the secret set whose unexpired versions sign every delivery, the Standard
+    /// Webhooks way (`webhook-id`, `webhook-timestamp`, `webhook-signature`).
+    pub signing_secret: Option<String>,
+    /// HTTP only: fixed headers added to every delivery (never one Wharf sets itself).
+    #[serde(default)]
+    pub headers: std::collections::BTreeMap<String, String>,
 }
+
+/// Headers Wharf sets on a delivery (or that frame the request), which a route's `headers`
+/// may not replace; names starting with `wharf-` are reserved too.
+pub const RESERVED_DELIVERY_HEADERS: [&str; 14] = [
+    "content-type",
+    "content-length",
+    "host",
+    "idempotency-key",
+    "webhook-id",
+    "webhook-timestamp",
+    "webhook-signature",
+    "traceparent",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "te",
+    "trailer",
+    "upgrade",
+];
+/// Most `headers` one route may add, and the longest value.
+pub const MAX_ROUTE_HEADERS: usize = 32;
+pub const MAX_ROUTE_HEADER_VALUE: usize = 4096;
 
 impl RouteConfig {
     /// The URL or subject: with the sink, what identifies a delivery of one event.
@@ -677,7 +705,51 @@ impl Config {
                     p.ensure(self.nats.is_some(), key("sink"), || {
                         format!("{name}: a nats route needs a [nats] url")
                     });
+                    p.ensure(r.signing_secret.is_none(), key("signing_secret"), || {
+                        format!(
+                            "{name}: signing_secret applies to http routes only (JetStream \
+                             messages are not signed)"
+                        )
+                    });
+                    p.ensure(r.headers.is_empty(), key("headers"), || {
+                        format!("{name}: headers applies to http routes only")
+                    });
                 }
+            }
+            if let Some(set) = &r.signing_secret {
+                p.ensure(!set.is_empty(), key("signing_secret"), || {
+                    format!("{name}: signing_secret must name a secret set")
+                });
+            }
+            let headers = validate_route_headers(&name, &r.headers).err();
+            p.ensure(headers.is_none(), key("headers"), || {
+                headers.map(|e| e.to_string()).unwrap_or_default()
+            });
+        }
+        // A delivery is one row per (sink, target), whichever routes planned it, so the
+        // routes sharing a target must sign and add headers alike.
+        for (i, r) in self.routes.iter().enumerate() {
+            if let Some(other) = self.routes[..i]
+                .iter()
+                .position(|o| o.sink == r.sink && o.target() == r.target())
+            {
+                let o = &self.routes[other];
+                let key = KeyPath::root("route").index(i).key("signing_secret");
+                p.ensure(
+                    o.signing_secret == r.signing_secret && o.headers == r.headers,
+                    key,
+                    || {
+                        format!(
+                            "routes {} and {} send to the same {} target {:?} but differ in \
+                             signing_secret or headers: they share one delivery per event, so \
+                             give them the same",
+                            other + 1,
+                            i + 1,
+                            r.sink.as_str(),
+                            r.target()
+                        )
+                    },
+                );
             }
         }
         if let Some(nats) = &self.nats {
@@ -873,6 +945,43 @@ impl Config {
 /// The database URL the environment sets: `WHARF_DATABASE_URL`, else `DATABASE_URL`.
 pub fn env_database_url(var: impl Fn(&str) -> Option<String>) -> Option<String> {
     var("WHARF_DATABASE_URL").or_else(|| var("DATABASE_URL"))
+}
+
+/// A route's fixed `headers`: legal names and values, none Wharf sets itself, bounded.
+fn validate_route_headers(
+    route: &str,
+    headers: &std::collections::BTreeMap<String, String>,
+) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        headers.len() <= MAX_ROUTE_HEADERS,
+        "{route}: headers has {} entries, at most {MAX_ROUTE_HEADERS} allowed",
+        headers.len()
+    );
+    let mut seen = HashSet::new();
+    for (name, value) in headers {
+        let parsed = http::HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+            anyhow::anyhow!("{route}: headers: {name:?} is not a legal header name")
+        })?;
+        let lower = parsed.as_str();
+        anyhow::ensure!(
+            !RESERVED_DELIVERY_HEADERS.contains(&lower) && !lower.starts_with("wharf-"),
+            "{route}: headers: {name:?} is set by Wharf itself and cannot be configured \
+             (reserved: {}, wharf-*)",
+            RESERVED_DELIVERY_HEADERS.join(", ")
+        );
+        // Names are case-insensitive: "X-Env" and "x-env" would be one header twice.
+        anyhow::ensure!(
+            seen.insert(lower.to_owned()),
+            "{route}: headers: {name:?} is given twice (names are case-insensitive)"
+        );
+        // Visible ASCII, spaces and tabs only: no CR/LF or other control characters.
+        anyhow::ensure!(
+            value.len() <= MAX_ROUTE_HEADER_VALUE && http::HeaderValue::from_str(value).is_ok(),
+            "{route}: headers: the value of {name:?} must be at most {MAX_ROUTE_HEADER_VALUE} \
+             bytes of visible ASCII, spaces and tabs"
+        );
+    }
+    Ok(())
 }
 
 /// The widest replay window an endpoint may configure, either way.
@@ -1263,6 +1372,81 @@ mod tests {
         assert!(message.contains("signs no timestamp"), "{message}");
         let plain = config_with("endpoint", "").unwrap();
         assert!(tolerance_without_timestamp(&plain.endpoints[0], false).is_none());
+    }
+
+    /// A valid config with one route (`route`: its keys) and a `[nats]` table.
+    fn config_with_route(route: &str) -> anyhow::Result<Config> {
+        let text = format!(
+            "[database]\nurl = \"postgres://x/y\"\n[adapters]\ndir = \"a\"\n\
+             [secrets]\nfile = \"s.toml\"\n[nats]\nurl = \"nats://127.0.0.1:4222\"\n\
+             [[endpoint]]\nid = \"e\"\nadapter = \"stripe\"\nsecret = \"e\"\n\
+             [[route]]\n{route}\n{}",
+            payloads_table()
+        );
+        let config = Config::parse(&text, Path::new("/"))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    #[test]
+    fn route_headers_and_signing_are_checked_naming_the_problem() {
+        const HTTP: &str = "sink = \"http\"\nurl = \"http://127.0.0.1:9/x\"\n";
+        const NATS: &str = "sink = \"nats\"\nsubject = \"a.b\"\n";
+        let ok = config_with_route(&format!(
+            "{HTTP}signing_secret = \"down\"\nheaders = {{ \"X-Env\" = \"prod\", Authorization = \"Bearer a b\" }}"
+        ))
+        .unwrap();
+        assert_eq!(ok.routes[0].signing_secret.as_deref(), Some("down"));
+        assert_eq!(ok.routes[0].headers["X-Env"], "prod");
+        for (route, message) in [
+            (
+                format!("{NATS}signing_secret = \"down\""),
+                "route 1 (* -> nats): signing_secret applies to http routes only",
+            ),
+            (
+                format!("{NATS}headers = {{ x-env = \"prod\" }}"),
+                "route 1 (* -> nats): headers applies to http routes only",
+            ),
+            (
+                format!("{HTTP}signing_secret = \"\""),
+                "signing_secret must name a secret set",
+            ),
+            (
+                format!("{HTTP}headers = {{ Webhook-Signature = \"v1,x\" }}"),
+                "headers: \"Webhook-Signature\" is set by Wharf itself",
+            ),
+            (
+                format!("{HTTP}headers = {{ Wharf-Event-Id = \"x\" }}"),
+                "headers: \"Wharf-Event-Id\" is set by Wharf itself",
+            ),
+            (
+                format!("{HTTP}headers = {{ Content-Length = \"1\" }}"),
+                "headers: \"Content-Length\" is set by Wharf itself",
+            ),
+            (
+                format!("{HTTP}headers = {{ \"X Env\" = \"prod\" }}"),
+                "headers: \"X Env\" is not a legal header name",
+            ),
+            (
+                format!("{HTTP}headers = {{ X-Env = \"prod\\r\\nInjected: 1\" }}"),
+                "headers: the value of \"X-Env\" must be at most 4096 bytes of visible ASCII",
+            ),
+            (
+                format!("{HTTP}headers = {{ X-Env = \"a\", x-env = \"b\" }}"),
+                "is given twice (names are case-insensitive)",
+            ),
+            (
+                format!("{HTTP}signing_secret = \"a\"\n[[route]]\n{HTTP}signing_secret = \"b\""),
+                "routes 1 and 2 send to the same http target \"http://127.0.0.1:9/x\" but differ",
+            ),
+        ] {
+            let error = config_with_route(&route).unwrap_err().to_string();
+            assert!(error.contains(message), "{route}: {error}");
+            assert!(
+                !error.contains("Injected"),
+                "a value is never quoted: {error}"
+            );
+        }
     }
 
     #[test]

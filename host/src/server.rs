@@ -15,10 +15,10 @@ use tokio_util::sync::CancellationToken;
 use crate::adapter::{Sandbox, SandboxLimits};
 use crate::config::{self, Config, ServerConfig};
 use crate::http::{HttpState, admin_router, processing_admin_router, public_router};
-use crate::ingest::SecretStore;
 use crate::ingest::Store;
 use crate::ingest::{Admission, CommitSettings, Ingest, RateLimits};
-use crate::processing::Processing;
+use crate::ingest::{KeySource, SecretStore};
+use crate::processing::{self, Processing};
 use crate::reload::Reloader;
 use crate::support::clock::{SharedClock, SystemClock};
 use crate::support::failpoint;
@@ -81,6 +81,7 @@ impl Server {
                 anyhow::bail!("{}", missing.message);
             }
         }
+        processing::check_signing_sets(&config, &*secrets, options.clock.now())?;
         let sandbox = Sandbox::new(
             SandboxLimits::from_config(&config.adapters),
             config.adapters.cache_dir.clone(),
@@ -107,7 +108,7 @@ impl Server {
                 adapters,
                 Arc::clone(&secrets),
                 store,
-                options.clock,
+                Arc::clone(&options.clock),
                 config.server.max_body_bytes,
                 Arc::clone(&metrics),
             )
@@ -118,12 +119,10 @@ impl Server {
             .with_rate_limits(RateLimits::new(&config.endpoints, &config.providers)),
         );
         let config = Arc::new(config);
-        let processing = Arc::new(Processing::new(
-            Arc::clone(&config),
-            metrics,
-            ingest.signals(),
-            payload_keys,
-        )?);
+        let processing = Arc::new(
+            Processing::new(Arc::clone(&config), metrics, ingest.signals(), payload_keys)?
+                .with_signing(Arc::clone(&secrets) as Arc<dyn KeySource>, options.clock),
+        );
         let state = HttpState {
             ingest: Arc::clone(&ingest),
             max_headers: config.server.max_headers,
@@ -208,14 +207,24 @@ impl ProcessingHost {
                 .migrate()
                 .await?;
         }
-        let processing = Arc::new(Processing::new(
+        let mut processing = Processing::new(
             Arc::clone(&config),
             Arc::new(Metrics::default()),
             Arc::default(),
             payload_keys,
-        )?);
+        )?;
         let cancel = CancellationToken::new();
         let mut tasks = JoinSet::new();
+        // The secrets file only when a route signs: a worker reads no other secret.
+        if config.routes.iter().any(|r| r.signing_secret.is_some()) {
+            let secrets = SecretStore::open(&config.secrets.file)?;
+            let clock: SharedClock = Arc::new(SystemClock);
+            processing::check_signing_sets(&config, &*secrets, clock.now())?;
+            let watcher = secrets.watch(cancel.clone())?;
+            tasks.spawn(async move { watcher.await.map_err(Into::into) });
+            processing = processing.with_signing(secrets, clock);
+        }
+        let processing = Arc::new(processing);
         processing.spawn(workers, &cancel, &mut tasks);
         let admin_addr = match admin {
             Some(addr) => {

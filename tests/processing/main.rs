@@ -16,4 +16,5 @@ mod nats;
 mod once;
 mod operators;
 mod ordering;
+mod signed;
 mod spans;

@@ -20,6 +20,8 @@ pub struct Received {
     pub idempotency_key: String,
     pub event_id: String,
     pub body: Vec<u8>,
+    /// Every header as received (signed deliveries are verified from these).
+    pub headers: HeaderMap,
 }
 
 /// How the receiver answers: a scripted prefix of answers (status, delay), then `then`.
@@ -144,6 +146,7 @@ async fn receive(
         idempotency_key: header("idempotency-key"),
         event_id: header("wharf-event-id"),
         body: body.to_vec(),
+        headers: headers.clone(),
     });
     let status = StatusCode::from_u16(status).unwrap();
     if status.is_redirection() {

@@ -11,7 +11,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::nats::Nats;
 use crate::config::Config;
-use crate::ingest::redact_db;
+use crate::ingest::{KeySource, redact_db};
+use crate::support::clock::{SharedClock, SystemClock};
 use crate::support::metrics::Metrics;
 use crate::support::sealing::PayloadKeys;
 use crate::support::signals::Signals;
@@ -25,6 +26,11 @@ pub struct Processing {
     pub nats: Option<Arc<Nats>>,
     /// What opens the sealed raw payloads.
     pub payload_keys: Arc<PayloadKeys>,
+    /// Where signed routes' keys are read at each attempt (the live secrets file); none
+    /// when no route signs.
+    pub signing_keys: Option<Arc<dyn KeySource>>,
+    /// The clock of signed deliveries' `webhook-timestamp` and of their keys' expiry.
+    pub clock: SharedClock,
 }
 
 impl Processing {
@@ -65,7 +71,16 @@ impl Processing {
             signals,
             nats,
             payload_keys,
+            signing_keys: None,
+            clock: Arc::new(SystemClock),
         })
+    }
+
+    /// Signs deliveries with keys from `keys`, stamped by `clock`.
+    pub fn with_signing(mut self, keys: Arc<dyn KeySource>, clock: SharedClock) -> Self {
+        self.signing_keys = Some(keys);
+        self.clock = clock;
+        self
     }
 
     /// Full-jitter exponential backoff after `attempt` failed attempts: a uniformly random

@@ -8,7 +8,9 @@
 //!   `Wharf-Event-Id`, `Wharf-Event-Type` and `Wharf-Endpoint` headers. Any answer but 2xx,
 //!   a connection error or the route's timeout is a failed attempt. Redirects are never
 //!   followed (following one would turn the `POST` into a body-less `GET`, or send the event
-//!   somewhere the route does not name): a 3xx is a failed attempt like any other.
+//!   somewhere the route does not name): a 3xx is a failed attempt like any other. A route's
+//!   fixed `headers` are added, and with `signing_secret` the Standard Webhooks headers
+//!   (`signing.rs`), signed afresh for each attempt.
 //! - `nats`: a JetStream publish to the route's subject with `Nats-Msg-Id: <inbox_id>`.
 //!
 //! Failed attempts back off exponentially with full jitter; after the route's `max_attempts`
@@ -32,7 +34,8 @@ use uuid::Uuid;
 
 use super::context::{MIN_IDLE, Processing, wait_for_work};
 use super::payloads::{PayloadError, StoredPayload, event_bytes};
-use crate::config::SinkKind;
+use super::signing;
+use crate::config::{RouteConfig, SinkKind};
 use crate::ingest::redact_db;
 use crate::support::columns::column;
 use crate::support::failpoint;
@@ -267,16 +270,60 @@ impl DeliveryRelay {
         Duration::from_millis(routes.iter().map(|r| r.timeout_ms).max().unwrap_or(10_000))
     }
 
-    /// The timeout of the route this delivery came from; a route since removed from the
-    /// config still gets its row sent, with the default timeout.
-    fn timeout_for(&self, sink: &str, target: &str) -> Duration {
-        let route = self
-            .processing
+    /// The route this delivery came from (routes sharing a target agree on everything a
+    /// send uses but the timeout); none when it has since left the config.
+    fn route_for(&self, sink: &str, target: &str) -> Option<&RouteConfig> {
+        self.processing
             .config
             .routes
             .iter()
-            .find(|r| r.sink.as_str() == sink && r.target() == target);
-        Duration::from_millis(route.map_or(10_000, |r| r.timeout_ms))
+            .find(|r| r.sink.as_str() == sink && r.target() == target)
+    }
+
+    /// The timeout of the route this delivery came from; a route since removed from the
+    /// config still gets its row sent, with the default timeout.
+    fn timeout_for(&self, sink: &str, target: &str) -> Duration {
+        Duration::from_millis(
+            self.route_for(sink, target)
+                .map_or(10_000, |r| r.timeout_ms),
+        )
+    }
+
+    /// An HTTP route's fixed headers, then its Standard Webhooks headers when it signs: keys
+    /// read now from the live secrets file, the timestamp now from the processing clock, and
+    /// the MAC over exactly `body`, the bytes sent. A set that cannot sign fails the attempt
+    /// (retried: fixing the secrets file fixes it). A route since removed adds nothing.
+    fn route_headers(
+        &self,
+        d: &Claimed,
+        id: &str,
+        body: &[u8],
+    ) -> Result<Vec<(http::HeaderName, http::HeaderValue)>, Failure> {
+        let Some(route) = self.route_for(&d.sink, &d.target) else {
+            return Ok(Vec::new());
+        };
+        let mut headers = Vec::with_capacity(route.headers.len() + 3);
+        for (name, value) in &route.headers {
+            // Validated at start, so this cannot fail; the value may be a credential.
+            let name =
+                http::HeaderName::from_bytes(name.as_bytes()).map_err(|_| unsendable(name))?;
+            let mut value =
+                http::HeaderValue::from_str(value).map_err(|_| unsendable(name.as_str()))?;
+            value.set_sensitive(true);
+            headers.push((name, value));
+        }
+        if let Some(set) = &route.signing_secret {
+            let p = &self.processing;
+            let keys = p.signing_keys.as_deref().ok_or_else(|| {
+                Failure::Transient(format!(
+                    "no secrets file loaded on this host to sign with set {set:?}"
+                ))
+            })?;
+            let signed =
+                signing::sign(keys, set, id, p.clock.now(), body).map_err(Failure::Transient)?;
+            headers.extend(signed);
+        }
+        Ok(headers)
     }
 
     /// One attempt; returns its result to record, or none when it was given back (shutdown).
@@ -342,6 +389,9 @@ impl DeliveryRelay {
                 for (name, value) in headers {
                     let value = http::HeaderValue::from_bytes(value.as_bytes())
                         .map_err(|_| unsendable(name))?;
+                    request = request.header(name, value);
+                }
+                for (name, value) in self.route_headers(d, &key, body)? {
                     request = request.header(name, value);
                 }
                 let response = request.send().await.map_err(|e| {

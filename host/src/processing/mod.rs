@@ -5,6 +5,7 @@
 //! - `worker`: leasing inbox rows, the built-in mutation, planning deliveries
 //! - `outbox`: the relay that publishes accepted-event notices
 //! - `deliveries`: the relay that sends deliveries to `http` and `nats` sinks
+//! - `signing`: Standard Webhooks signatures on HTTP deliveries
 //! - `reconcile`: the periodic audit that requeues what went missing
 //! - `nats`: the one lazy JetStream connection
 //! - `payloads`: stored payloads opened (decrypted) and cut to an event's span
@@ -15,6 +16,7 @@ mod nats;
 mod outbox;
 mod payloads;
 mod reconcile;
+mod signing;
 mod tasks;
 mod worker;
 
@@ -23,4 +25,5 @@ pub use deliveries::{DeliveryRelay, Lane};
 pub use outbox::OutboxRelay;
 pub use payloads::{PayloadError, StoredPayload, event_bytes, event_span};
 pub use reconcile::{Audit, Reconciler};
+pub use signing::check_signing_sets;
 pub use worker::{Claim, Effect, Worker};
