@@ -27,5 +27,6 @@ mod reload;
 mod sandbox;
 mod scaffold;
 mod secrets;
+mod tls;
 mod vectors;
 mod wit_versions;
