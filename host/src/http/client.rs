@@ -283,7 +283,7 @@ mod tests {
             ("x-forwarded-for", "203.0.113.9, 127.0.0.1"),
             ("x-forwarded-proto", "https, http"),
         ];
-        assert_eq!(client(&trusted, "127.0.0.1", false, &chain).1, true);
+        assert!(client(&trusted, "127.0.0.1", false, &chain).1);
         // Set once by the nearest proxy, after a client-written address: the nearest wins.
         let set = [
             ("x-forwarded-for", "6.6.6.6, 203.0.113.9"),
@@ -295,8 +295,8 @@ mod tests {
         );
         // No protocol reported: the listener's own.
         let bare = [("x-forwarded-for", "203.0.113.9")];
-        assert_eq!(client(&trusted, "127.0.0.1", true, &bare).1, true);
-        assert_eq!(client(&trusted, "127.0.0.1", false, &bare).1, false);
+        assert!(client(&trusted, "127.0.0.1", true, &bare).1);
+        assert!(!client(&trusted, "127.0.0.1", false, &bare).1);
     }
 
     #[test]
