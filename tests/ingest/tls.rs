@@ -1,7 +1,8 @@
 //! HTTPS on the public listener, with certificates made at test time by a test CA: signed
-//! requests accepted over TLS; plain HTTP bytes answered by nothing; certificate files
-//! replaced while a connection stays open (reloaded, or refused and the old pair kept); the
-//! start refusals; and forwarded client headers, believed only from trusted proxies.
+//! requests accepted over TLS; plain HTTP bytes answered by nothing; a stalled handshake
+//! bounded like a request head; certificate files replaced while a connection stays open
+//! (reloaded, or refused and the old pair kept); the start refusals; and forwarded client
+//! headers, believed only from trusted proxies.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -271,6 +272,42 @@ async fn plain_http_to_the_tls_listener_gets_no_http_answer_and_nothing_is_store
     // The listener still serves TLS clients afterwards.
     let mut tls = connect(&ca.connector(), app.addr).await;
     assert_eq!(exchange(&mut tls, "evt_after_plain", "").await.0, 200);
+    app.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_stalled_handshake_holds_a_connection_slot_and_is_cut_after_the_header_timeout() {
+    let ca = TestCa::new();
+    let files = PairFiles::new(&ca.leaf("first", 30));
+    let app = TestApp::builder()
+        .tls(&files.cert, &files.key)
+        .write_config()
+        .await
+        .append_server_toml("header_timeout_ms = 2000\nmax_connections = 1")
+        .start()
+        .await;
+
+    // Connected, and silent: no ClientHello ever comes.
+    let mut stalled = TcpStream::connect(app.addr).await.unwrap();
+    let started = std::time::Instant::now();
+    let (connector, addr) = (ca.connector(), app.addr);
+    let waiting = tokio::spawn(async move {
+        let mut stream = connect(&connector, addr).await;
+        let handshaken = started.elapsed();
+        (
+            handshaken,
+            exchange(&mut stream, "evt_after_stall", "").await.0,
+        )
+    });
+    let (answer, closed) = read_until_closed(&mut stalled, Duration::from_secs(15)).await;
+    assert!(closed && answer.is_empty(), "{closed} {answer:?}");
+    // The one slot was the stalled handshake's until its deadline.
+    let (handshaken, status) = waiting.await.unwrap();
+    assert!(
+        handshaken >= Duration::from_secs(1),
+        "served after {handshaken:?}"
+    );
+    assert_eq!(status, 200);
     app.shutdown().await;
 }
 
