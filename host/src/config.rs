@@ -208,9 +208,16 @@ pub struct ServerConfig {
     /// At most this many bytes of header names and values together (431 past it).
     #[serde(default = "default_max_header_bytes")]
     pub max_header_bytes: usize,
-    #[serde(default = "yes")]
+    /// Serve plain HTTP on `listen`: only when set explicitly (local use, or behind a proxy
+    /// that terminates TLS). Without it the listener needs `[server.tls]`.
+    #[serde(default)]
     pub plain_http: bool,
-    pub tls: Option<toml::Table>,
+    /// HTTPS on `listen` from these PEM files, reloaded when they change.
+    pub tls: Option<TlsConfig>,
+    /// Peers (addresses or CIDR networks) whose `X-Forwarded-For`/`X-Forwarded-Proto` and
+    /// `Forwarded` headers are believed; from any other peer they are ignored.
+    #[serde(default)]
+    pub trusted_proxies: Vec<String>,
     /// Longest wait for a complete request head, from accept or from the end of the previous
     /// answer on a kept-alive connection: also the idle keep-alive timeout.
     #[serde(default = "default_header_timeout_ms")]
@@ -238,7 +245,42 @@ pub struct ServerConfig {
     pub min_in_flight: usize,
 }
 
+/// `[server.tls]`: the public listener's certificate chain and private key, PEM.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    /// The server certificate first, then any intermediates.
+    pub cert_file: PathBuf,
+    /// Its private key: PKCS#8, PKCS#1 (RSA) or SEC1 (EC).
+    pub key_file: PathBuf,
+}
+
+/// The most `trusted_proxies` entries: each request from a proxy walks the list per hop.
+pub const MAX_TRUSTED_PROXIES: usize = 256;
+
 impl ServerConfig {
+    /// `trusted_proxies` parsed: a bare address is a network of one.
+    pub fn trusted_proxies(&self) -> anyhow::Result<Vec<ipnet::IpNet>> {
+        in_range(
+            "[server] trusted_proxies (entries)",
+            self.trusted_proxies.len(),
+            0..=MAX_TRUSTED_PROXIES,
+        )?;
+        self.trusted_proxies
+            .iter()
+            .map(|entry| {
+                let text = entry.trim();
+                text.parse::<ipnet::IpNet>()
+                    .or_else(|_| text.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+                    .map_err(|_| {
+                        anyhow::anyhow!(
+                            "[server] trusted_proxies: {entry:?} is not an IP address or a CIDR \
+                             network (such as \"10.0.0.0/8\" or \"::1\")"
+                        )
+                    })
+            })
+            .collect()
+    }
     pub fn answer_budget(&self) -> Duration {
         Duration::from_millis(self.answer_budget_ms)
     }
@@ -517,6 +559,10 @@ impl Config {
         if let Some(file) = config.payloads.key_file.as_mut() {
             resolve(file);
         }
+        if let Some(tls) = config.server.tls.as_mut() {
+            resolve(&mut tls.cert_file);
+            resolve(&mut tls.key_file);
+        }
         Ok(config)
     }
 
@@ -560,18 +606,27 @@ impl Config {
     /// prints its line).
     pub fn problems(&self) -> Vec<Problem> {
         let mut p = Problems::default();
-        let tls_key = if self.server.tls.is_some() {
-            "tls"
-        } else {
-            "plain_http"
-        };
-        p.ensure(
-            self.server.tls.is_none() && self.server.plain_http,
-            KeyPath::section("server", tls_key),
-            || {
-                "[server.tls] is not supported yet: set plain_http = true and terminate TLS at a proxy"
+        match (&self.server.tls, self.server.plain_http) {
+            (None, false) => p.ensure(false, KeyPath::section("server", "plain_http"), || {
+                "[server]: the ingest listener serves HTTPS or, only when asked, plain HTTP: add \
+                 [server.tls] with cert_file and key_file (PEM) for HTTPS, or set \
+                 plain_http = true to serve plain HTTP (local use, or behind a proxy that \
+                 terminates TLS)"
                     .into()
-            },
+            }),
+            (Some(_), true) => p.ensure(false, KeyPath::section("server", "tls"), || {
+                "[server]: both [server.tls] and plain_http = true are set; the ingest listener \
+                 serves one or the other: remove plain_http for HTTPS, or [server.tls] for plain \
+                 HTTP"
+                    .into()
+            }),
+            _ => {}
+        }
+        let proxies = self.server.trusted_proxies().err();
+        p.ensure(
+            proxies.is_none(),
+            KeyPath::section("server", "trusted_proxies"),
+            || proxies.map(|e| e.to_string()).unwrap_or_default(),
         );
         self.validate_ranges(&mut p);
         // The keys are read now so a config check names a missing or unreadable key file.
@@ -1112,7 +1167,7 @@ mod tests {
     /// A valid config with `line` added to `table` (`server`, `database`, ..., `endpoint`).
     fn config_with(table: &str, line: &str) -> anyhow::Result<Config> {
         let mut tables = [
-            ("server", String::new()),
+            ("server", "plain_http = true\n".to_owned()),
             ("database", "url = \"postgres://x/y\"\n".to_owned()),
             ("adapters", "dir = \"a\"\n".to_owned()),
             ("secrets", "file = \"s.toml\"\n".to_owned()),
@@ -1340,7 +1395,7 @@ mod tests {
         };
         let parse = |extra: &str| {
             let text = format!(
-                "[database]\nurl = \"postgres://x/y\"\n[adapters]\ndir = \"a\"\n[secrets]\nfile = \"s\"\n\
+                "[server]\nplain_http = true\n[database]\nurl = \"postgres://x/y\"\n[adapters]\ndir = \"a\"\n[secrets]\nfile = \"s\"\n\
                  [[endpoint]]\nid = \"e\"\nadapter = \"stripe\"\nsecret = \"e\"\n{extra}{}",
                 payloads_table()
             );
@@ -1377,7 +1432,7 @@ mod tests {
     /// A valid config with one route (`route`: its keys) and a `[nats]` table.
     fn config_with_route(route: &str) -> anyhow::Result<Config> {
         let text = format!(
-            "[database]\nurl = \"postgres://x/y\"\n[adapters]\ndir = \"a\"\n\
+            "[server]\nplain_http = true\n[database]\nurl = \"postgres://x/y\"\n[adapters]\ndir = \"a\"\n\
              [secrets]\nfile = \"s.toml\"\n[nats]\nurl = \"nats://127.0.0.1:4222\"\n\
              [[endpoint]]\nid = \"e\"\nadapter = \"stripe\"\nsecret = \"e\"\n\
              [[route]]\n{route}\n{}",
@@ -1447,6 +1502,67 @@ mod tests {
                 "a value is never quoted: {error}"
             );
         }
+    }
+
+    #[test]
+    fn the_listener_serves_https_or_plain_http_only_when_asked() {
+        let tls = "[server.tls]\ncert_file = \"tls/cert.pem\"\nkey_file = \"/etc/key.pem\"\n";
+        let base = "[adapters]\ndir = \"a\"\n[secrets]\nfile = \"s.toml\"\n\
+                    [database]\nurl = \"postgres://x/y\"\n";
+        let load = |server: &str| {
+            let text = format!("{server}{base}{}", payloads_table());
+            let config = Config::parse(&text, Path::new("/conf"))?;
+            config.validate().map(|()| config)
+        };
+        let config = load(&format!("[server]\n{tls}")).unwrap();
+        let files = config.server.tls.unwrap();
+        assert_eq!(files.cert_file, Path::new("/conf/tls/cert.pem"));
+        assert_eq!(files.key_file, Path::new("/etc/key.pem"));
+
+        let neither = load("[server]\n").unwrap_err().to_string();
+        assert!(
+            neither.contains("[server.tls]") && neither.contains("plain_http = true"),
+            "{neither}"
+        );
+        let explicit_no = load("[server]\nplain_http = false\n").unwrap_err();
+        assert_eq!(explicit_no.to_string(), neither);
+        let both = load(&format!("[server]\nplain_http = true\n{tls}"))
+            .unwrap_err()
+            .to_string();
+        assert!(both.contains("both"), "{both}");
+        let unknown = load(&format!("[server]\n{tls}ca_file = \"x\"\n")).unwrap_err();
+        assert!(unknown.to_string().contains("ca_file"), "{unknown}");
+    }
+
+    #[test]
+    fn trusted_proxies_are_addresses_or_networks() {
+        let config = config_with(
+            "server",
+            "trusted_proxies = [\"127.0.0.1\", \"10.0.0.0/8\", \"::1\", \"fd00::/8\"]\n",
+        )
+        .unwrap();
+        let nets = config.server.trusted_proxies().unwrap();
+        let shown: Vec<String> = nets.iter().map(ToString::to_string).collect();
+        assert_eq!(shown, ["127.0.0.1/32", "10.0.0.0/8", "::1/128", "fd00::/8"]);
+        for bad in ["\"proxy.internal\"", "\"10.0.0.0/33\"", "\"\""] {
+            let error = config_with("server", &format!("trusted_proxies = [{bad}]\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                error.contains("[server] trusted_proxies") && error.contains("not an IP address"),
+                "{bad}: {error}"
+            );
+        }
+        let many: Vec<String> = (0..=MAX_TRUSTED_PROXIES)
+            .map(|i| format!("\"10.0.{}.{}\"", i / 256, i % 256))
+            .collect();
+        let error = config_with(
+            "server",
+            &format!("trusted_proxies = [{}]\n", many.join(",")),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(error.contains("allowed 0..=256"), "{error}");
     }
 
     #[test]

@@ -10,11 +10,15 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
+use tokio_util::either::Either;
 use tokio_util::sync::CancellationToken;
+use tower::ServiceExt as _;
 
 use crate::adapter::{Sandbox, SandboxLimits};
 use crate::config::{self, Config, ServerConfig};
-use crate::http::{HttpState, admin_router, processing_admin_router, public_router};
+use crate::http::{
+    CertStore, HttpState, TrustedProxies, admin_router, processing_admin_router, public_router,
+};
 use crate::ingest::Store;
 use crate::ingest::{Admission, CommitSettings, Ingest, RateLimits};
 use crate::ingest::{KeySource, SecretStore};
@@ -53,6 +57,12 @@ impl Server {
         failpoint::validate()?;
         let metrics = Arc::new(Metrics::default());
         let payload_keys = Arc::new(config.payload_keys()?);
+        // First, so that a bad certificate stops the start before anything else is set up.
+        let certs = match &config.server.tls {
+            Some(files) => Some(CertStore::open(files, Arc::clone(&metrics)).await?),
+            None => None,
+        };
+        let proxies = Arc::new(TrustedProxies::new(config.server.trusted_proxies()?));
         let store = Store::connect_lazy(
             config.database_url(),
             config.database.max_connections,
@@ -138,6 +148,18 @@ impl Server {
         tasks.spawn(async move { watcher.await.map_err(Into::into) });
         let adapter_watcher = reloader.watch(Arc::clone(&ingest), cancel.clone())?;
         tasks.spawn(async move { adapter_watcher.await.map_err(Into::into) });
+        let public = Listener {
+            limits,
+            tls: match &certs {
+                Some(certs) => {
+                    let cert_watcher = certs.watch(cancel.clone())?;
+                    tasks.spawn(async move { cert_watcher.await.map_err(Into::into) });
+                    Some(certs.acceptor()?)
+                }
+                None => None,
+            },
+            proxies: Arc::clone(&proxies),
+        };
         // Workers here unless processing runs elsewhere (`count = 0` and `wharf worker`).
         if config.worker.count > 0 {
             processing.spawn(config.worker.count, &cancel, &mut tasks);
@@ -146,15 +168,17 @@ impl Server {
         let addr = serve_on(
             config.server.listen,
             public_router(state.clone()),
-            limits,
+            public,
             &cancel,
             &mut tasks,
         )
         .await?;
+        // Always plain HTTP: bind it to localhost or a private network.
         let admin_addr = match config.server.admin_listen {
             Some(admin) => {
                 let router = admin_router(state);
-                Some(serve_on(admin, router, limits, &cancel, &mut tasks).await?)
+                let listener = Listener::plain(limits, proxies);
+                Some(serve_on(admin, router, listener, &cancel, &mut tasks).await?)
             }
             None => None,
         };
@@ -229,8 +253,9 @@ impl ProcessingHost {
         let admin_addr = match admin {
             Some(addr) => {
                 let router = processing_admin_router(Arc::clone(&processing));
-                let limits = ConnLimits::new(&config.server);
-                Some(serve_on(addr, router, limits, &cancel, &mut tasks).await?)
+                let proxies = TrustedProxies::new(config.server.trusted_proxies()?);
+                let listener = Listener::plain(ConnLimits::new(&config.server), Arc::new(proxies));
+                Some(serve_on(addr, router, listener, &cancel, &mut tasks).await?)
             }
             None => None,
         };
@@ -279,13 +304,36 @@ impl ConnLimits {
     }
 }
 
+/// What one listener speaks and whom it believes.
+struct Listener {
+    limits: ConnLimits,
+    /// HTTPS when set; plain HTTP otherwise.
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    /// Peers whose forwarded-client headers are believed (`ClientInfo` on every request).
+    proxies: Arc<TrustedProxies>,
+}
+
+impl Listener {
+    fn plain(limits: ConnLimits, proxies: Arc<TrustedProxies>) -> Self {
+        Self {
+            limits,
+            tls: None,
+            proxies,
+        }
+    }
+}
+
 /// Binds `addr` and serves `router` on it until `cancel` fires, letting requests in flight
 /// finish; returns the bound address (port 0 picks one). Served with hyper directly because
 /// `axum::serve` sets no header timeout.
 async fn serve_on(
     addr: SocketAddr,
     router: axum::Router,
-    limits: ConnLimits,
+    Listener {
+        limits,
+        tls,
+        proxies,
+    }: Listener,
     cancel: &CancellationToken,
     tasks: &mut JoinSet<anyhow::Result<()>>,
 ) -> anyhow::Result<SocketAddr> {
@@ -305,9 +353,9 @@ async fn serve_on(
                 permit = Arc::clone(&open).acquire_owned() => permit?,
                 () = token.cancelled() => break,
             };
-            let stream = tokio::select! {
+            let (stream, peer) = tokio::select! {
                 accepted = listener.accept() => match accepted {
-                    Ok((stream, _)) => stream,
+                    Ok(accepted) => accepted,
                     Err(e) => {
                         // Out of file descriptors, for instance: wait instead of spinning.
                         tracing::warn!(error = %e, "accept failed");
@@ -318,12 +366,41 @@ async fn serve_on(
                 () = token.cancelled() => break,
             };
             let _ = stream.set_nodelay(true);
-            let conn = http.serve_connection(
-                TokioIo::new(stream),
-                TowerToHyperService::new(router.clone()),
-            );
-            let token = token.clone();
+            let https = tls.is_some();
+            let proxies = Arc::clone(&proxies);
+            let service = router
+                .clone()
+                .map_request(move |mut request: hyper::Request<_>| {
+                    let client = proxies.client(peer.ip(), https, request.headers());
+                    request.extensions_mut().insert(client);
+                    request
+                });
+            let (http, tls, token) = (http.clone(), tls.clone(), token.clone());
             tokio::spawn(async move {
+                let stream = match tls {
+                    None => Either::Left(stream),
+                    // The handshake holds this connection's permit and is bounded like a
+                    // request head, so a slow one costs no more than a slow plain request.
+                    Some(acceptor) => {
+                        let handshake =
+                            tokio::time::timeout(limits.header_timeout, acceptor.accept(stream));
+                        tokio::select! {
+                            done = handshake => match done {
+                                Ok(Ok(stream)) => Either::Right(stream),
+                                // The client's failure (plain HTTP, an untrusted certificate,
+                                // too slow): nothing to answer.
+                                Ok(Err(e)) => {
+                                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                                    return;
+                                }
+                                Err(_) => return,
+                            },
+                            () = token.cancelled() => return,
+                        }
+                    }
+                };
+                let conn =
+                    http.serve_connection(TokioIo::new(stream), TowerToHyperService::new(service));
                 let mut conn = std::pin::pin!(conn);
                 // Errors here are the client's (timeouts, resets, bad framing): nothing to log.
                 tokio::select! {

@@ -29,6 +29,7 @@ mod reload;
 mod sandbox;
 mod scaffold;
 mod secrets;
+mod tls;
 mod vectors;
 mod walkthrough;
 mod wit_versions;

@@ -2,7 +2,7 @@
 //! `TestApp::builder()` configures it, `.write_config()` writes its config without starting
 //! anything, and `.start()` starts it.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -101,6 +101,8 @@ pub struct TestAppBuilder {
     max_body_bytes: u64,
     /// The payload key file's text.
     payload_keys: String,
+    /// `[server.tls]` files (cert, key); none: `plain_http = true`.
+    tls: Option<(PathBuf, PathBuf)>,
 }
 
 impl TestAppBuilder {
@@ -140,6 +142,11 @@ impl TestAppBuilder {
         self.max_body_bytes = n;
         self
     }
+    /// HTTPS from these PEM files (`[server.tls]`) instead of `plain_http = true`.
+    pub fn tls(mut self, cert_file: &Path, key_file: &Path) -> Self {
+        self.tls = Some((cert_file.to_owned(), key_file.to_owned()));
+        self
+    }
     /// Extra TOML appended at the end of the config (tables such as `[worker]`, `[[route]]`).
     pub fn append_toml(mut self, extra: &str) -> Self {
         self.tail.push('\n');
@@ -170,12 +177,20 @@ impl TestAppBuilder {
             None => fresh_database().await,
         };
         let cache = repo_root().join("target/wharf-test-cache");
+        let transport = match &self.tls {
+            None => "plain_http = true\n".to_owned(),
+            Some((cert, key)) => format!(
+                "\n[server.tls]\ncert_file = \"{}\"\nkey_file = \"{}\"\n",
+                cert.display(),
+                key.display()
+            ),
+        };
         let config = format!(
             r#"[server]
 listen = "127.0.0.1:0"
 admin_listen = "127.0.0.1:0"
 max_body_bytes = {max_body}
-
+{transport}
 [database]
 url = "{database_url}"
 {database_extra}
@@ -225,6 +240,11 @@ impl WrittenConfig {
     /// Starts the server, in this process, on this config.
     pub async fn start(self) -> TestApp {
         let config = Config::load(&self.config_path).expect("valid config");
+        let scheme = if config.server.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
         let clock = self.clock.clone().unwrap_or_else(|| Arc::new(SystemClock));
         let server = Server::start(config, ServerOptions { clock })
             .await
@@ -234,7 +254,7 @@ impl WrittenConfig {
             .expect("test pool");
         TestApp {
             admin: format!("http://{}", server.admin_addr.expect("admin listener")),
-            base: format!("http://{}", server.addr),
+            base: format!("{scheme}://{}", server.addr),
             addr: server.addr,
             client: reqwest::Client::new(),
             db,
@@ -243,7 +263,7 @@ impl WrittenConfig {
         }
     }
 
-    /// Adds lines to the written config's `[server]` table.
+    /// Adds lines to the written config's `[server]` table (before `[server.tls]`).
     pub fn append_server_toml(self, lines: &str) -> Self {
         let text = std::fs::read_to_string(&self.config_path).unwrap();
         let text = text.replacen("[server]\n", &format!("[server]\n{lines}\n"), 1);
@@ -277,6 +297,7 @@ impl TestApp {
             payload_keys: format!(
                 "current = \"test-1\"\n[keys]\ntest-1 = \"{TEST_PAYLOAD_KEY}\"\n"
             ),
+            tls: None,
         }
     }
 

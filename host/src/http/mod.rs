@@ -1,10 +1,17 @@
-//! HTTP: the public webhook route and the admin routes.
+//! HTTP: the public webhook route and the admin routes, and what the public listener needs
+//! below them.
 //!
 //! - `public`: `POST /webhooks/{id}`: bounds, the exact raw bytes, the answer and its log line
 //! - `admin`: `/healthz`, `/readyz`, `/metrics`, `/admin/adapters`, and `wharf worker`'s admin
+//! - `client`: who sent a request (`ClientInfo`): the peer, or what a trusted proxy reports
+//! - `tls`: HTTPS from certificate and key files, swapped when they change (`CertStore`)
 
 mod admin;
+mod client;
 mod public;
+mod tls;
 
 pub use admin::{METRICS_CONTENT_TYPE, admin_router, processing_admin_router};
+pub use client::{ClientInfo, TrustedProxies};
 pub use public::{HttpState, public_router};
+pub use tls::CertStore;

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{Extension, Path, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -17,6 +17,7 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde_json::json;
 use tokio::sync::Semaphore;
 
+use super::client::ClientInfo;
 use crate::ingest::{Ingest, IngestError, Outcome, RequestFacts, inbox_ids};
 use crate::support::metrics::Metrics;
 
@@ -64,6 +65,7 @@ async fn receive_get(
     State(state): State<HttpState>,
     Path(endpoint_id): Path<String>,
     RawQuery(query): RawQuery,
+    client: Option<Extension<ClientInfo>>,
     headers: HeaderMap,
 ) -> Response {
     if !state.ingest.serves_get(&endpoint_id) {
@@ -74,6 +76,7 @@ async fn receive_get(
         endpoint_id,
         http::Method::GET,
         query,
+        client.map(|Extension(c)| c),
         headers,
         Body::empty(),
     )
@@ -84,17 +87,31 @@ async fn receive(
     State(state): State<HttpState>,
     Path(endpoint_id): Path<String>,
     RawQuery(query): RawQuery,
+    client: Option<Extension<ClientInfo>>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    answer(state, endpoint_id, http::Method::POST, query, headers, body).await
+    let client = client.map(|Extension(c)| c);
+    answer(
+        state,
+        endpoint_id,
+        http::Method::POST,
+        query,
+        client,
+        headers,
+        body,
+    )
+    .await
 }
 
+/// `client` is set by the server on every request; absent only where the router is served
+/// some other way.
 async fn answer(
     state: HttpState,
     endpoint_id: String,
     method: http::Method,
     query: Option<String>,
+    client: Option<ClientInfo>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
@@ -148,6 +165,8 @@ async fn answer(
         .ingest
         .metrics()
         .request(label, outcome, elapsed.as_secs_f64());
+    let client_addr = client.map(|c| c.addr.to_string()).unwrap_or_default();
+    let scheme = client.map_or("", |c| c.scheme());
     // One line per request; 5xx at WARN so operators see sandbox, secret and storage trouble.
     macro_rules! request_line {
         ($level:expr) => {
@@ -155,6 +174,8 @@ async fn answer(
                 target: "wharf::request",
                 $level,
                 endpoint = logged_endpoint,
+                client = client_addr.as_str(),
+                scheme,
                 outcome,
                 status,
                 latency_us,

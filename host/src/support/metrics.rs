@@ -61,6 +61,11 @@ pub struct Metrics {
     accept_batch_splits: Counter,
     admission_in_flight: Gauge,
     admission_limit: Gauge,
+    tls_reloads: Family<OutcomeLabels, Counter>,
+    tls_cert_expiry: Gauge,
+    /// The TLS series are registered only by a receiver serving HTTPS, so an alert on the
+    /// expiry never reads a zero from a plain-HTTP host.
+    tls_registered: std::sync::Once,
 }
 
 impl Default for Metrics {
@@ -177,6 +182,9 @@ impl Default for Metrics {
             accept_batch_splits,
             admission_in_flight,
             admission_limit,
+            tls_reloads: Family::default(),
+            tls_cert_expiry: Gauge::default(),
+            tls_registered: std::sync::Once::new(),
         }
     }
 }
@@ -250,6 +258,38 @@ impl Metrics {
     pub fn admission(&self, in_flight: usize, limit: usize) {
         self.admission_in_flight.set(in_flight as i64);
         self.admission_limit.set(limit as i64);
+    }
+
+    /// The certificate serving HTTPS now expires at this Unix time.
+    pub fn tls_cert_expiry(&self, unix_seconds: i64) {
+        self.register_tls();
+        self.tls_cert_expiry.set(unix_seconds);
+    }
+
+    /// A changed certificate or key file was loaded (`loaded`) or refused (`failed`).
+    pub fn tls_reload(&self, outcome: &str) {
+        self.register_tls();
+        let labels = OutcomeLabels {
+            outcome: outcome.to_owned(),
+        };
+        self.tls_reloads.get_or_create(&labels).inc();
+    }
+
+    fn register_tls(&self) {
+        self.tls_registered.call_once(|| {
+            let mut registry = self.registry.lock().expect("not poisoned");
+            registry.register(
+                "wharf_tls_reloads",
+                "Changed TLS certificate/key files loaded, or refused (the previous pair kept \
+                 serving), by outcome (loaded, failed)",
+                self.tls_reloads.clone(),
+            );
+            registry.register(
+                "wharf_tls_cert_expiry_timestamp_seconds",
+                "When the certificate serving HTTPS expires (its notAfter), as a Unix time",
+                self.tls_cert_expiry.clone(),
+            );
+        });
     }
 
     /// The OpenMetrics text format (served as `http::METRICS_CONTENT_TYPE`).
