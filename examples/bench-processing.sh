@@ -31,7 +31,7 @@ psql -c "CREATE DATABASE $db" >/dev/null
 trap 'kill $(jobs -p) 2>/dev/null; wait; psql -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null' EXIT
 export WHARF_DATABASE_URL=postgres://postgres@127.0.0.1:5432/$db RUST_LOG=warn
 dir=$(mktemp -d)
-cp examples/wharf.toml examples/secrets.toml "$dir/"
+cp examples/wharf.toml examples/secrets.toml examples/payload-keys.toml "$dir/"
 sed -i "s|\"../adapters/dist\"|\"$PWD/adapters/dist\"|; s|\"../.wharf-dev/cache\"|\"$PWD/target/bench-cache\"|" "$dir/wharf.toml"
 [ "$mode" = drain ] && sed -i 's|^count = 2\b|count = 0|' "$dir/wharf.toml"
 [ -n "${BATCH:-}" ] && sed -i "s|^batch_size = [0-9]*|batch_size = $BATCH|" "$dir/wharf.toml"

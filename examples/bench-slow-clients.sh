@@ -19,7 +19,7 @@ trap 'kill $(jobs -p) 2>/dev/null; wait; psql -c "DROP DATABASE IF EXISTS $db WI
 ulimit -n $((n * 2 + 1024))
 export WHARF_DATABASE_URL=postgres://postgres@127.0.0.1:5432/$db RUST_LOG=error
 dir=$(mktemp -d)
-cp examples/wharf.toml examples/secrets.toml "$dir/"
+cp examples/wharf.toml examples/secrets.toml examples/payload-keys.toml "$dir/"
 sed -i "s|\"../adapters/dist\"|\"$PWD/adapters/dist\"|; s|\"../.wharf-dev/cache\"|\"$PWD/target/bench-cache\"|" "$dir/wharf.toml"
 
 $bin/wharf serve --config "$dir/wharf.toml" >/dev/null &

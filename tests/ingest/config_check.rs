@@ -35,6 +35,7 @@ fn folder(config: &str, secrets: &str) -> (tempfile::TempDir, PathBuf) {
 /// Line numbers below count from here: keep it in step with the tests.
 const CONFIG: &str = r#"[server]
 listen = "127.0.0.1:0"
+plain_http = true
 
 [database]
 url = "postgres://postgres@127.0.0.1:1/unused"
@@ -150,7 +151,7 @@ fn every_syntax_error_is_reported_with_its_line() {
     assert!(!checked.ok);
     let file = path.display().to_string();
     let lines: Vec<&str> = checked.stdout.lines().collect();
-    for line in [6, 13] {
+    for line in [7, 14] {
         let at = format!("{file}:{line}: ");
         assert!(
             lines.iter().any(|l| l.starts_with(&at)),
@@ -160,7 +161,7 @@ fn every_syntax_error_is_reported_with_its_line() {
     }
     assert!(
         lines.iter().all(
-            |l| l.starts_with(&format!("{file}:6: ")) || l.starts_with(&format!("{file}:13: "))
+            |l| l.starts_with(&format!("{file}:7: ")) || l.starts_with(&format!("{file}:14: "))
         ),
         "{}",
         checked.stdout
@@ -178,8 +179,8 @@ fn every_semantic_problem_is_reported_with_the_line_of_its_key() {
     assert!(!checked.ok, "{}", checked.stdout);
     let file = path.display().to_string();
     let expected = [
-        format!("{file}:6: [database] commit_timeout_ms = 5000 is out of range: allowed 1..=1900"),
-        format!("{file}:23: endpoint \"svix\": secret set \"no-such-set\" is not in "),
+        format!("{file}:7: [database] commit_timeout_ms = 5000 is out of range: allowed 1..=1900"),
+        format!("{file}:24: endpoint \"svix\": secret set \"no-such-set\" is not in "),
     ];
     for line in &expected {
         assert!(checked.stdout.contains(line), "{line}\n{}", checked.stdout);
@@ -259,13 +260,13 @@ fn adapter_problems_name_the_endpoint_line() {
     assert!(
         checked
             .stdout
-            .contains(&format!("{file}:29: endpoint \"gh\": tolerance_secs/future_tolerance_secs set, but adapter \"github\" signs no timestamp")),
+            .contains(&format!("{file}:30: endpoint \"gh\": tolerance_secs/future_tolerance_secs set, but adapter \"github\" signs no timestamp")),
         "{}",
         checked.stdout
     );
     assert!(
         checked.stdout.contains(&format!(
-            "{file}:33: warning: endpoint \"later\": adapter \"not-here-yet\" is not loaded"
+            "{file}:34: warning: endpoint \"later\": adapter \"not-here-yet\" is not loaded"
         )),
         "{}",
         checked.stdout

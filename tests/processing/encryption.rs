@@ -337,3 +337,37 @@ async fn an_event_whose_key_is_missing_here_waits_instead_of_failing() {
     behind.shutdown().await;
     rotated.shutdown().await;
 }
+
+#[tokio::test]
+async fn without_a_usable_payload_key_the_receiver_does_not_start() {
+    let short = "c2hvcnQ="; // "short": 5 bytes, not 32
+    for (keys, expected) in [
+        (
+            "current = \"gone\"\n[keys]\n".to_owned(),
+            "is not one of its [keys]",
+        ),
+        (
+            format!("current = \"k\"\n[keys]\nk = \"{short}\"\n"),
+            "must be 32 bytes",
+        ),
+    ] {
+        let written = TestApp::builder()
+            .payload_key_file(keys)
+            .write_config()
+            .await;
+        let out = run_wharf(&["serve", "--config", written.config_path.to_str().unwrap()]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success());
+        assert!(stderr.contains(expected), "{stderr}");
+        assert!(!stderr.contains(short), "a key is never printed: {stderr}");
+    }
+    // No key file named and none in the environment.
+    let written = TestApp::builder().write_config().await;
+    let text = std::fs::read_to_string(&written.config_path).unwrap();
+    let text = text.replace("[payloads]\nkey_file = \"payload-keys.toml\"\n", "");
+    std::fs::write(&written.config_path, text).unwrap();
+    let out = run_wharf(&["serve", "--config", written.config_path.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("no payload key"), "{stderr}");
+}
