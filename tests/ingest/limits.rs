@@ -217,7 +217,9 @@ async fn routing_methods_and_media_types() {
         r#"wharf_requests_total{endpoint="_unknown",outcome="unknown_endpoint"} 1"#,
         r#"wharf_requests_total{endpoint="github",outcome="unsupported_media_type"} 1"#,
         r#"wharf_requests_total{endpoint="github",outcome="accepted"} 1"#,
-        "wharf_ack_seconds_count 3",
+        r#"wharf_ack_seconds_count{endpoint="_unknown",outcome="unknown_endpoint"} 1"#,
+        r#"wharf_ack_seconds_count{endpoint="github",outcome="unsupported_media_type"} 1"#,
+        r#"wharf_ack_seconds_count{endpoint="github",outcome="accepted"} 1"#,
         "wharf_db_commit_seconds_count 1",
     ] {
         assert!(

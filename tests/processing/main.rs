@@ -4,6 +4,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod alerts;
 mod backlog;
 mod batches;
 mod claims;

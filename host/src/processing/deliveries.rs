@@ -73,6 +73,8 @@ struct Claimed {
     event_type: String,
     /// The event's bytes, or why they cannot be had.
     body: Result<Vec<u8>, PayloadError>,
+    /// When the event was accepted: the start of its delivery latency.
+    received_at: time::OffsetDateTime,
 }
 
 /// Which deliveries a relay sends.
@@ -222,7 +224,7 @@ impl DeliveryRelay {
              SELECT c.delivery_id, c.inbox_id, c.sink, c.target, c.attempt_count,
                     c.max_attempts, i.endpoint_id, i.provider_event_id, i.event_type,
                     pl.body, c.claim_id, pl.payload_ref, pl.key_id, i.payload_start,
-                    i.payload_end
+                    i.payload_end, i.received_at
              FROM claimed c
              JOIN webhook_inbox i ON i.inbox_id = c.inbox_id
              LEFT JOIN webhook_payloads pl ON pl.payload_ref = i.raw_payload_ref",
@@ -261,6 +263,7 @@ impl DeliveryRelay {
                     event_bytes(&p.payload_keys, stored.as_ref(), span)
                 },
                 claim_id: r.get(10),
+                received_at: r.get(15),
             })
             .collect())
     }
@@ -330,6 +333,7 @@ impl DeliveryRelay {
     async fn deliver(&self, d: Claimed, cancel: &CancellationToken) -> Option<Mark> {
         let p = &self.processing;
         // A panic in a send (a bug) is a failed attempt, not a claim retaken forever.
+        let started = std::time::Instant::now();
         let send = AssertUnwindSafe(self.send(&d)).catch_unwind();
         let result = tokio::select! {
             r = send => r.unwrap_or_else(|_| Err(Failure::Transient("the send panicked".into()))),
@@ -350,6 +354,14 @@ impl DeliveryRelay {
             Err(Failure::Transient(e)) => ("PENDING", Some(e), p.backoff(d.attempt), "retry"),
         };
         p.metrics.delivery(&d.sink, outcome);
+        let since_accepted = (outcome == "sent")
+            .then(|| (time::OffsetDateTime::now_utc() - d.received_at).as_seconds_f64());
+        p.metrics.delivery_attempt(
+            &d.sink,
+            outcome,
+            started.elapsed().as_secs_f64(),
+            since_accepted,
+        );
         if outcome != "sent" {
             tracing::warn!(
                 delivery_id = %d.delivery_id,

@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::context::Processing;
 use crate::ingest::redact_db;
+use crate::support::metrics::{TargetBacklog, TargetLabels};
 
 /// How often the oldest-pending gauge is refreshed between passes.
 const GAUGES_EVERY: Duration = Duration::from_secs(1);
@@ -111,6 +112,7 @@ impl Reconciler {
             .store(outbox_unpublished, Ordering::Relaxed);
         p.metrics
             .backlog(oldest_pending_seconds, outbox_unpublished);
+        self.delivery_backlog().await?;
         if missing_marker + missing_deliveries > 0 {
             p.signals.work.notify_one();
         }
@@ -131,6 +133,45 @@ impl Reconciler {
         let oldest = self.oldest_pending().await?;
         let unpublished = self.unpublished.load(Ordering::Relaxed);
         self.processing.metrics.backlog(oldest, unpublished);
+        Ok(())
+    }
+
+    /// Each target's pending deliveries (through the due index) and `FAILED` ones (through
+    /// the failed index), and the `FAILED` events: what alerts watch. Bounded by what is
+    /// pending or failed, not by the tables' size.
+    async fn delivery_backlog(&self) -> anyhow::Result<()> {
+        let p = &self.processing;
+        let rows: Vec<(String, String, i64, f64, i64)> = sqlx::query_as(
+            "SELECT sink, target, sum(pending)::int8, coalesce(max(oldest), 0)::float8,
+                    sum(failed)::int8
+             FROM (SELECT sink, target, count(*) AS pending,
+                          extract(epoch FROM now() - min(created_at)) AS oldest, 0 AS failed
+                   FROM deliveries WHERE status = 'PENDING' GROUP BY sink, target
+                   UNION ALL
+                   SELECT sink, target, 0, NULL, count(*)
+                   FROM deliveries WHERE status = 'FAILED' GROUP BY sink, target) t
+             GROUP BY sink, target",
+        )
+        .fetch_all(&p.pool)
+        .await
+        .map_err(|e| anyhow::anyhow!(redact_db(&e)))?;
+        let inbox_failed: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM webhook_inbox WHERE status = 'FAILED'")
+                .fetch_one(&p.pool)
+                .await
+                .map_err(|e| anyhow::anyhow!(redact_db(&e)))?;
+        let targets: Vec<(TargetLabels, TargetBacklog)> = rows
+            .into_iter()
+            .map(|(sink, target, pending, oldest, failed)| {
+                let backlog = TargetBacklog {
+                    pending,
+                    oldest_pending_seconds: oldest,
+                    failed,
+                };
+                (TargetLabels { sink, target }, backlog)
+            })
+            .collect();
+        p.metrics.delivery_backlog(&targets, inbox_failed);
         Ok(())
     }
 

@@ -38,6 +38,32 @@ pub struct DeliveryLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SinkLabels {
+    pub sink: String,
+}
+
+/// One delivery target: a route's URL or subject (bounded by the routes configured, and by the
+/// targets of rows planned before a route was removed).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TargetLabels {
+    pub sink: String,
+    pub target: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BuildLabels {
+    pub version: String,
+}
+
+/// The deliveries gauges of one target, as the reconciler read them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TargetBacklog {
+    pub pending: i64,
+    pub oldest_pending_seconds: f64,
+    pub failed: i64,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReloadLabels {
     pub adapter: String,
     /// `loaded`, `failed` or `removed`.
@@ -49,8 +75,12 @@ pub struct Metrics {
     requests: Family<RequestLabels, Counter>,
     rate_limited: Family<RateLimitLabels, Counter>,
     reloads: Family<ReloadLabels, Counter>,
-    ack_seconds: Histogram,
+    ack_seconds: Family<RequestLabels, Histogram>,
     db_commit_seconds: Histogram,
+    delivery_attempt_seconds: Family<DeliveryLabels, Histogram>,
+    delivery_latency_seconds: Family<SinkLabels, Histogram>,
+    /// The per-target and failure gauges exist only where a reconciler runs (it reads them).
+    backlog_gauges: Mutex<Option<BacklogGauges>>,
     worker_events: Family<OutcomeLabels, Counter>,
     deliveries: Family<DeliveryLabels, Counter>,
     oldest_pending: Gauge<f64, std::sync::atomic::AtomicU64>,
@@ -68,11 +98,23 @@ pub struct Metrics {
     tls_registered: std::sync::Once,
 }
 
+/// Gauges refreshed by each reconciler pass.
+struct BacklogGauges {
+    pending: Family<TargetLabels, Gauge>,
+    oldest_pending: Family<TargetLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    failed: Family<TargetLabels, Gauge>,
+    inbox_failed: Gauge,
+    /// Every target reported once, so one whose rows are gone reads 0, not its last value.
+    seen: std::collections::HashSet<TargetLabels>,
+}
+
 impl Default for Metrics {
     fn default() -> Self {
         let requests = Family::<RequestLabels, Counter>::default();
         // 0.5 ms to about 4 s: providers time out at 2 to 10 s.
-        let ack_seconds = Histogram::new(exponential_buckets(0.0005, 2.0, 14));
+        let ack_seconds = Family::<RequestLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.0005, 2.0, 14))
+        });
         let db_commit_seconds = Histogram::new(exponential_buckets(0.0005, 2.0, 14));
         let mut registry = Registry::default();
         registry.register(
@@ -89,8 +131,40 @@ impl Default for Metrics {
         );
         registry.register(
             "wharf_ack_seconds",
-            "Time from the request's headers to its answer",
+            "Time from the request's headers to its answer, by endpoint and outcome",
             ack_seconds.clone(),
+        );
+        let build = Family::<BuildLabels, Gauge>::default();
+        build
+            .get_or_create(&BuildLabels {
+                version: env!("CARGO_PKG_VERSION").to_owned(),
+            })
+            .set(1);
+        registry.register(
+            "wharf_build_info",
+            "The running Wharf's version (always 1)",
+            build,
+        );
+        // 1 ms to about 65 s: a delivery attempt is bounded by its route's timeout.
+        let delivery_attempt_seconds =
+            Family::<DeliveryLabels, Histogram>::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.001, 2.0, 17))
+            });
+        registry.register(
+            "wharf_delivery_attempt_seconds",
+            "Time one delivery attempt took, by sink and outcome (sent, retry, failed)",
+            delivery_attempt_seconds.clone(),
+        );
+        // 5 ms to about 23 h: from acceptance to the downstream's acknowledgement, retries
+        // and backlogs included.
+        let delivery_latency_seconds =
+            Family::<SinkLabels, Histogram>::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.005, 2.0, 25))
+            });
+        registry.register(
+            "wharf_delivery_latency_seconds",
+            "Time from an event's acceptance to its delivery's acknowledgement, by sink",
+            delivery_latency_seconds.clone(),
         );
         registry.register(
             "wharf_db_commit_seconds",
@@ -172,6 +246,9 @@ impl Default for Metrics {
             reloads,
             ack_seconds,
             db_commit_seconds,
+            delivery_attempt_seconds,
+            delivery_latency_seconds,
+            backlog_gauges: Mutex::new(None),
             worker_events,
             deliveries,
             oldest_pending,
@@ -196,7 +273,7 @@ impl Metrics {
             outcome: outcome.to_owned(),
         };
         self.requests.get_or_create(&labels).inc();
-        self.ack_seconds.observe(seconds);
+        self.ack_seconds.get_or_create(&labels).observe(seconds);
     }
 
     /// A request refused by a rate limit (also counted in `wharf_requests_total`).
@@ -233,6 +310,93 @@ impl Metrics {
             outcome: outcome.to_owned(),
         };
         self.deliveries.get_or_create(&labels).inc();
+    }
+
+    /// One delivery attempt ended: how long it took and, when sent, how long since acceptance.
+    pub fn delivery_attempt(
+        &self,
+        sink: &str,
+        outcome: &str,
+        seconds: f64,
+        since_accepted: Option<f64>,
+    ) {
+        let labels = DeliveryLabels {
+            sink: sink.to_owned(),
+            outcome: outcome.to_owned(),
+        };
+        self.delivery_attempt_seconds
+            .get_or_create(&labels)
+            .observe(seconds);
+        if let Some(latency) = since_accepted {
+            let sink = SinkLabels {
+                sink: sink.to_owned(),
+            };
+            self.delivery_latency_seconds
+                .get_or_create(&sink)
+                .observe(latency.max(0.0));
+        }
+    }
+
+    /// What a reconciler pass read: each target's pending and failed deliveries, and the
+    /// `FAILED` events. Registers these gauges on first use, so only hosts running a
+    /// reconciler export them.
+    pub fn delivery_backlog(&self, targets: &[(TargetLabels, TargetBacklog)], inbox_failed: i64) {
+        let mut slot = self.backlog_gauges.lock().expect("metrics lock");
+        let gauges = slot.get_or_insert_with(|| {
+            let gauges = BacklogGauges {
+                pending: Family::default(),
+                oldest_pending: Family::default(),
+                failed: Family::default(),
+                inbox_failed: Gauge::default(),
+                seen: Default::default(),
+            };
+            let mut registry = self.registry.lock().expect("metrics lock");
+            registry.register(
+                "wharf_deliveries_pending",
+                "Deliveries not yet sent, by target (read by the reconciler)",
+                gauges.pending.clone(),
+            );
+            registry.register(
+                "wharf_deliveries_oldest_pending_seconds",
+                "Age of the oldest delivery not yet sent, by target (read by the reconciler)",
+                gauges.oldest_pending.clone(),
+            );
+            registry.register(
+                "wharf_deliveries_failed",
+                "Deliveries that ended FAILED and wait for an operator, by target (read by the \
+                 reconciler)",
+                gauges.failed.clone(),
+            );
+            registry.register(
+                "wharf_inbox_failed",
+                "Events that ended FAILED and wait for an operator (read by the reconciler)",
+                gauges.inbox_failed.clone(),
+            );
+            gauges
+        });
+        let now: std::collections::HashSet<&TargetLabels> =
+            targets.iter().map(|(t, _)| t).collect();
+        let gone: Vec<TargetLabels> = gauges
+            .seen
+            .iter()
+            .filter(|t| !now.contains(t))
+            .cloned()
+            .collect();
+        for target in gone.iter() {
+            gauges.pending.get_or_create(target).set(0);
+            gauges.oldest_pending.get_or_create(target).set(0.0);
+            gauges.failed.get_or_create(target).set(0);
+        }
+        for (target, backlog) in targets {
+            gauges.pending.get_or_create(target).set(backlog.pending);
+            gauges
+                .oldest_pending
+                .get_or_create(target)
+                .set(backlog.oldest_pending_seconds);
+            gauges.failed.get_or_create(target).set(backlog.failed);
+            gauges.seen.insert(target.clone());
+        }
+        gauges.inbox_failed.set(inbox_failed);
     }
 
     pub fn backlog(&self, oldest_pending_seconds: f64, outbox_unpublished: i64) {
