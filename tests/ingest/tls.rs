@@ -311,17 +311,46 @@ async fn a_stalled_handshake_holds_a_connection_slot_and_is_cut_after_the_header
     app.shutdown().await;
 }
 
-#[tokio::test]
-async fn a_replaced_certificate_serves_new_connections_while_open_ones_keep_working() {
+/// What the reload tests start from: a receiver serving a first pair ("old"), and a
+/// connection open to it that has carried one event.
+struct Serving {
+    ca: TestCa,
+    old: Leaf,
+    files: PairFiles,
+    app: TestApp,
+    connector: TlsConnector,
+    open: TlsStream<TcpStream>,
+}
+
+async fn serving_old_pair(first_event: &str) -> Serving {
     let ca = TestCa::new();
     let old = ca.leaf("old", 30);
     let files = PairFiles::new(&old);
     let app = tls_app(&files).await;
     let connector = ca.connector();
-
     let mut open = connect(&connector, app.addr).await;
     assert_eq!(presented(&open), old.der);
-    assert_eq!(exchange(&mut open, "evt_before_swap", "").await.0, 200);
+    assert_eq!(exchange(&mut open, first_event, "").await.0, 200);
+    Serving {
+        ca,
+        old,
+        files,
+        app,
+        connector,
+        open,
+    }
+}
+
+#[tokio::test]
+async fn a_replaced_certificate_serves_new_connections_while_open_ones_keep_working() {
+    let Serving {
+        ca,
+        old,
+        files,
+        app,
+        connector,
+        mut open,
+    } = serving_old_pair("evt_before_swap").await;
 
     let new = ca.leaf("new", 60);
     files.install(new.cert_pem.as_bytes(), new.key_pem.as_bytes());
@@ -346,13 +375,14 @@ async fn a_replaced_certificate_serves_new_connections_while_open_ones_keep_work
 
 #[tokio::test]
 async fn a_broken_replacement_is_refused_and_the_old_certificate_keeps_serving() {
-    let ca = TestCa::new();
-    let old = ca.leaf("old", 30);
-    let files = PairFiles::new(&old);
-    let app = tls_app(&files).await;
-    let connector = ca.connector();
-    let mut open = connect(&connector, app.addr).await;
-    assert_eq!(exchange(&mut open, "evt_before_broken", "").await.0, 200);
+    let Serving {
+        ca,
+        old,
+        files,
+        app,
+        connector,
+        mut open,
+    } = serving_old_pair("evt_before_broken").await;
 
     // A valid certificate with someone else's key: the key does not match.
     let (new, stranger) = (ca.leaf("new", 60), ca.leaf("stranger", 60));

@@ -264,11 +264,17 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
+/// The config file a command that can do without one reads: the one named, else `wharf.toml`
+/// when it is here.
+fn config_here(named: Option<&Path>) -> Option<&Path> {
+    let default = Path::new(DEFAULT_CONFIG);
+    named.or(default.exists().then_some(default))
+}
+
 /// The payload keys of a command that reads payloads: the config's when a file is named or
 /// `wharf.toml` is here, else `WHARF_PAYLOAD_KEY` alone.
 fn payload_keys(named: Option<&Path>) -> anyhow::Result<PayloadKeys> {
-    let default = Path::new(DEFAULT_CONFIG);
-    match named.or(default.exists().then_some(default)) {
+    match config_here(named) {
         Some(path) => load_config(path)?.payload_keys(),
         None => {
             let env = std::env::var(crate::support::sealing::KEY_ENV).ok();
@@ -312,8 +318,7 @@ fn load_config(path: &Path) -> anyhow::Result<Config> {
 /// a file is named or `wharf.toml` is here; else `WHARF_DATABASE_URL` (or `DATABASE_URL`);
 /// else the dev cluster run from this folder.
 fn database_url(named: Option<&Path>) -> anyhow::Result<String> {
-    let default = Path::new(DEFAULT_CONFIG);
-    if let Some(path) = named.or(default.exists().then_some(default)) {
+    if let Some(path) = config_here(named) {
         return Ok(load_config(path)?.database_url().to_owned());
     }
     if let Some(url) = crate::config::env_database_url(|k| std::env::var(k).ok()) {
