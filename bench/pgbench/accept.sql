@@ -1,5 +1,5 @@
 -- One acceptance transaction as Wharf commits it (host/src/ingest/store.rs): per event an
--- inbox row (ON CONFLICT DO NOTHING on the logical-event key), its outbox row and its 10 KiB
+-- inbox row (ON CONFLICT DO NOTHING on the day partition's logical-event key), its outbox row and its 10 KiB
 -- payload; :rows events per transaction, in multi-row statements as a group-commit writer
 -- sends them. One statement, so one round trip and an implicit transaction.
 --   pgbench -n -M prepared -f bench/pgbench/accept.sql -D rows=10 -c 64 -j 2 -T 20 <db>
@@ -15,7 +15,7 @@ WITH ev AS (
         'pi_bench', 'created_at', extract(epoch FROM now())::bigint, now(), ev.payload_ref,
         p.hash, '2026-11'
     FROM ev, bench_payloads p WHERE p.id = :p
-    ON CONFLICT ON CONSTRAINT webhook_inbox_logical_event DO NOTHING
+    ON CONFLICT DO NOTHING
     RETURNING inbox_id, raw_payload_ref
 ), outbox AS (
     INSERT INTO webhook_outbox (outbox_id, inbox_id, topic)

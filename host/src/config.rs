@@ -45,6 +45,59 @@ pub struct Config {
     /// Limits shared by every endpoint of one adapter (`[[provider]]`).
     #[serde(default, rename = "provider")]
     pub providers: Vec<ProviderConfig>,
+    /// How long what is stored is kept.
+    #[serde(default)]
+    pub retention: RetentionConfig,
+}
+
+/// How long what is stored is kept (`host/src/retention.rs`). Whole UTC days: a day's
+/// partitions go once all of that day is older than its period.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetentionConfig {
+    /// Raw payloads (`webhook_payloads`).
+    #[serde(default = "default_retention_days")]
+    pub payload_days: u32,
+    /// Events: inbox rows, their processing markers, outbox notices and deliveries. At least
+    /// `payload_days` and every endpoint's redelivery window.
+    #[serde(default = "default_retention_days")]
+    pub event_days: u32,
+    /// How long a provider may send an event again and have it answered `duplicate`, unless
+    /// an endpoint sets its own `redelivery_window_days`.
+    #[serde(default = "default_redelivery_window_days")]
+    pub redelivery_window_days: u32,
+    /// Days of partitions kept ready ahead of the clock.
+    #[serde(default = "default_create_ahead_days")]
+    pub create_ahead_days: u32,
+    /// How often a host checks partitions (creates ahead, drops expired).
+    #[serde(default = "default_retention_interval_secs")]
+    pub interval_secs: u64,
+}
+
+impl Default for RetentionConfig {
+    fn default() -> Self {
+        Self {
+            payload_days: default_retention_days(),
+            event_days: default_retention_days(),
+            redelivery_window_days: default_redelivery_window_days(),
+            create_ahead_days: default_create_ahead_days(),
+            interval_secs: default_retention_interval_secs(),
+        }
+    }
+}
+
+fn default_retention_days() -> u32 {
+    30
+}
+pub const DEFAULT_REDELIVERY_WINDOW_DAYS: u32 = 7;
+fn default_redelivery_window_days() -> u32 {
+    DEFAULT_REDELIVERY_WINDOW_DAYS
+}
+fn default_create_ahead_days() -> u32 {
+    3
+}
+fn default_retention_interval_secs() -> u64 {
+    3600
 }
 
 /// Raw payloads at rest (see `support::sealing`).
@@ -410,9 +463,17 @@ pub struct EndpointConfig {
     /// Non-secret values the endpoint's adapter may read (`request.setting(name)`).
     #[serde(default)]
     pub settings: std::sync::Arc<std::collections::BTreeMap<String, String>>,
+    /// Days a copy of an accepted event is answered `duplicate` (default: `[retention]
+    /// redelivery_window_days`, filled in when the config is read).
+    pub redelivery_window_days: Option<u32>,
 }
 
 impl EndpointConfig {
+    pub fn redelivery_window_days(&self) -> u32 {
+        self.redelivery_window_days
+            .unwrap_or(DEFAULT_REDELIVERY_WINDOW_DAYS)
+    }
+
     /// The secret set a check's `key` names: `secret` for none, else `secrets.<slot>`.
     pub fn secret_set(&self, slot: Option<&str>) -> Option<&str> {
         match slot {
@@ -562,6 +623,10 @@ impl Config {
         if let Some(tls) = config.server.tls.as_mut() {
             resolve(&mut tls.cert_file);
             resolve(&mut tls.key_file);
+        }
+        let window = config.retention.redelivery_window_days;
+        for e in &mut config.endpoints {
+            e.redelivery_window_days.get_or_insert(window);
         }
         Ok(config)
     }
@@ -943,6 +1008,30 @@ impl Config {
         if let Some(nats) = &self.nats {
             p.knob("nats", "ack_timeout_ms", nats.ack_timeout_ms, 1..=60_000);
         }
+        let r = &self.retention;
+        p.knob("retention", "payload_days", r.payload_days, 1..=3650);
+        // Events outliving their payloads is fine; payloads outliving their events are
+        // unreachable.
+        p.range(
+            KeyPath::section("retention", "event_days"),
+            "[retention] event_days (at least payload_days)",
+            r.event_days,
+            r.payload_days..=3650,
+        );
+        // Idempotency records must live as long as a provider may redeliver.
+        p.range(
+            KeyPath::section("retention", "redelivery_window_days"),
+            "[retention] redelivery_window_days (at most event_days)",
+            r.redelivery_window_days,
+            1..=r.event_days,
+        );
+        p.knob(
+            "retention",
+            "create_ahead_days",
+            r.create_ahead_days,
+            1..=90,
+        );
+        p.knob("retention", "interval_secs", r.interval_secs, 60..=86_400);
         for (i, e) in self.endpoints.iter().enumerate() {
             let key = |k: &str| KeyPath::root("endpoint").index(i).key(k);
             let label = |k: &str| format!("endpoint {:?}: {k}", e.id);
@@ -957,6 +1046,11 @@ impl Config {
             if let Some(v) = e.max_body_bytes {
                 let k = "max_body_bytes";
                 p.range(key(k), &label(k), v, 1..=MAX_BODY_BYTES);
+            }
+            if let Some(v) = e.redelivery_window_days {
+                let k = "redelivery_window_days";
+                let what = format!("{} (at most [retention] event_days)", label(k));
+                p.range(key(k), &what, v, 1..=self.retention.event_days);
             }
             if let Some(v) = e.max_attempts {
                 let k = "max_attempts";

@@ -32,6 +32,9 @@ pub mod events;
 /// Operator actions on stored payloads behind `wharf payloads`: re-encryption.
 pub mod payloads;
 
+/// Day partitions created ahead and dropped whole when they expire.
+pub mod retention;
+
 /// Public and admin routes.
 pub mod http;
 

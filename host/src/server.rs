@@ -24,6 +24,7 @@ use crate::ingest::{Admission, CommitSettings, Ingest, RateLimits};
 use crate::ingest::{KeySource, SecretStore};
 use crate::processing::{self, Processing};
 use crate::reload::Reloader;
+use crate::retention::Retention;
 use crate::support::clock::{SharedClock, SystemClock};
 use crate::support::failpoint;
 use crate::support::metrics::Metrics;
@@ -81,6 +82,14 @@ impl Server {
         if config.database.migrate_on_start {
             store.migrate().await?;
         }
+        // Partitions for today and the days ahead before the first request.
+        let retention = Retention::new(
+            store.pool().clone(),
+            config.retention.clone(),
+            Arc::clone(&metrics),
+        );
+        let retention_clock = Arc::clone(&options.clock);
+        retention.logged_pass(retention_clock.now()).await;
         let secrets = SecretStore::open(&config.secrets.file)?;
         if let Ok(current) = &*secrets.current() {
             let names: Vec<&str> = current.set_names().collect();
@@ -146,6 +155,7 @@ impl Server {
         let mut tasks = JoinSet::new();
         let watcher = secrets.watch(cancel.clone())?;
         tasks.spawn(async move { watcher.await.map_err(Into::into) });
+        tasks.spawn(retention.run(retention_clock, cancel.clone()));
         let adapter_watcher = reloader.watch(Arc::clone(&ingest), cancel.clone())?;
         tasks.spawn(async move { adapter_watcher.await.map_err(Into::into) });
         let public = Listener {
@@ -239,6 +249,14 @@ impl ProcessingHost {
         )?;
         let cancel = CancellationToken::new();
         let mut tasks = JoinSet::new();
+        let retention = Retention::new(
+            processing.pool.clone(),
+            config.retention.clone(),
+            Arc::clone(&processing.metrics),
+        );
+        let clock: SharedClock = Arc::new(SystemClock);
+        retention.logged_pass(clock.now()).await;
+        tasks.spawn(retention.run(clock, cancel.clone()));
         // The secrets file only when a route signs: a worker reads no other secret.
         if config.routes.iter().any(|r| r.signing_secret.is_some()) {
             let secrets = SecretStore::open(&config.secrets.file)?;

@@ -16,7 +16,9 @@ async fn migrate_creates_the_tables() {
     );
     let db = sqlx::PgPool::connect(&written.database_url).await.unwrap();
     let tables: Vec<String> = sqlx::query_scalar(
-        "SELECT table_name::text FROM information_schema.tables WHERE table_schema = 'public' AND table_name LIKE 'webhook%' ORDER BY 1",
+        // Tables, not their day partitions.
+        "SELECT relname::text FROM pg_class WHERE relkind IN ('r', 'p') AND NOT relispartition
+           AND relnamespace = 'public'::regnamespace AND relname LIKE 'webhook%' ORDER BY 1",
     )
     .fetch_all(&db)
     .await

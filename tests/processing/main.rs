@@ -17,5 +17,6 @@ mod nats;
 mod once;
 mod operators;
 mod ordering;
+mod retention;
 mod signed;
 mod spans;

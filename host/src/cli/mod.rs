@@ -8,10 +8,12 @@ mod dev;
 mod scaffold;
 
 use clap::{Parser, Subcommand};
+use time::OffsetDateTime;
 
 use crate::adapter::{Sandbox, SandboxLimits};
 use crate::config::Config;
 use crate::events;
+use crate::retention;
 use crate::server::{ProcessingHost, Server, ServerOptions};
 use crate::support::sealing::PayloadKeys;
 
@@ -134,6 +136,26 @@ enum EventsCommand {
         /// Also send again deliveries that were already sent.
         #[arg(long)]
         resend: bool,
+    },
+    /// Delete events received before a moment, with their markers, notices, deliveries and
+    /// payloads (retention does this by itself after `[retention]` days; this is for an
+    /// investigation or an erasure request). Prints what it deleted as JSON.
+    Purge {
+        /// RFC 3339, for example 2026-11-01T00:00:00Z.
+        #[arg(long)]
+        before: String,
+        #[arg(long)]
+        endpoint: Option<String>,
+        /// Count what would go, delete nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Also events not finished (pending, processing, or with a pending delivery): what
+        /// was acknowledged and not yet delivered is then lost.
+        #[arg(long)]
+        include_unfinished: bool,
+        /// Events per transaction.
+        #[arg(long, default_value_t = 500)]
+        batch: i64,
     },
 }
 
@@ -542,6 +564,35 @@ async fn events(
             );
             let replayed = events::replay(&pool, &ids, resend).await?;
             println!("{}", serde_json::to_string(&replayed)?);
+        }
+        EventsCommand::Purge {
+            before,
+            endpoint,
+            dry_run,
+            include_unfinished,
+            batch,
+        } => {
+            let before =
+                OffsetDateTime::parse(&before, &time::format_description::well_known::Rfc3339)
+                    .map_err(|e| anyhow::anyhow!("--before {before:?}: {e} (RFC 3339)"))?;
+            anyhow::ensure!((1..=10_000).contains(&batch), "--batch must be 1-10000");
+            let what = retention::Purge {
+                before,
+                endpoint,
+                include_unfinished,
+                dry_run,
+                batch,
+            };
+            let purged = retention::purge(&pool, &what, |so_far| {
+                tracing::info!(events = so_far.events, "purging");
+            })
+            .await?;
+            if !dry_run {
+                tracing::warn!(target: "wharf::audit", uid = process_uid(),
+                    user = std::env::var("USER").unwrap_or_default(),
+                    events = purged.events, "events purged by an operator");
+            }
+            println!("{}", serde_json::to_string(&purged)?);
         }
     }
     Ok(())

@@ -7,9 +7,12 @@
 //! of the result, only after the commit.
 //!
 //! Duplicates inside a batch are resolved here, before the database sees them: one row per
-//! logical event, owned by its first occurrence, whose payload (and span of it) backs it. Rows
-//! go in key order, so concurrent batches take their unique-index locks in the same order and
-//! cannot deadlock.
+//! logical event, owned by its first occurrence, whose payload (and span of it) backs it.
+//! Duplicates of rows already stored are found across the day partitions of the endpoint's
+//! redelivery window, under a transaction lock on each key (a partition's unique index cannot
+//! see its neighbours): two batches holding the same new key, even on either side of midnight,
+//! take turns, and the second sees the first's row. Keys are locked, and rows go, in key
+//! order, so concurrent batches cannot deadlock.
 //! A batch the database refuses (a trigger, a constraint) is split in halves until the request
 //! at fault fails alone: one bad row never fails its neighbours.
 
@@ -26,6 +29,7 @@ use uuid::Uuid;
 
 use super::rows::{Acceptance, NewEvent, StoreError, StoredVersion, Submission, redact_db};
 use crate::support::columns::column;
+use crate::support::ids;
 use crate::support::metrics::Metrics;
 use crate::support::sealing::{PayloadKeys, Sealed};
 
@@ -66,7 +70,7 @@ pub(super) struct Pending {
 
 impl Pending {
     pub(super) fn new(submission: Submission, keys: &PayloadKeys, reply: Reply) -> Self {
-        let payload_ref = Uuid::now_v7();
+        let payload_ref = ids::id_at(submission.received_at);
         Self {
             payload_ref,
             payload_hash: Sha256::digest(&submission.payload).into(),
@@ -217,8 +221,8 @@ struct Row<'a> {
 type Slot = (usize, bool);
 
 /// Inserts every distinct event of the batch with its outbox row, and the payloads of the
-/// requests that own an inserted row, in one statement (so one round trip, committed on
-/// return); then looks up the rows that already existed.
+/// requests that own an inserted row, in one transaction: the keys' locks, then one statement
+/// that finds the copies already stored and inserts the rest.
 async fn insert(pool: &PgPool, batch: &[Pending]) -> Result<Vec<Vec<Acceptance>>, sqlx::Error> {
     let mut index: HashMap<(&str, &str, &str), usize> = HashMap::new();
     let mut rows: Vec<Row<'_>> = Vec::new();
@@ -235,7 +239,7 @@ async fn insert(pool: &PgPool, batch: &[Pending]) -> Result<Vec<Vec<Acceptance>>
             let row = *index.entry(key).or_insert(next);
             if row == next {
                 rows.push(Row {
-                    inbox_id: Uuid::now_v7(),
+                    inbox_id: ids::id_at(pending.submission.received_at),
                     owner,
                     event,
                 });
@@ -251,38 +255,63 @@ async fn insert(pool: &PgPool, batch: &[Pending]) -> Result<Vec<Vec<Acceptance>>
     });
 
     let columns = Columns::new(&rows, &order, batch);
-    let inserted: Vec<Uuid> = sqlx::query_scalar(
+    let mut locks: Vec<i64> = rows.iter().map(|r| lock_key(r.event)).collect();
+    locks.sort_unstable();
+    locks.dedup();
+    let mut tx = pool.begin().await?;
+    // Its own statement: the next one's snapshot must be taken once the locks are held, so it
+    // sees the row of whoever held one of them before.
+    sqlx::query("SELECT count(pg_advisory_xact_lock(k)) FROM unnest($1::int8[]) AS t(k)")
+        .bind(&locks)
+        .execute(&mut *tx)
+        .await?;
+    let resolved: Vec<(Uuid, Uuid, bool)> = sqlx::query_as(
         "WITH rows AS (
             SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[],
                 $6::text[], $7::text[], $8::bigint[], $9::timestamptz[], $10::uuid[],
                 $11::bytea[], $12::text[], $13::uuid[], $14::text[], $15::bigint[],
-                $16::bigint[])
+                $16::bigint[], $20::timestamptz[], $21::uuid[])
             AS r(inbox_id, provider, endpoint_id, provider_event_id, event_type, object_id,
                 object_version_kind, object_version, provider_created_at, raw_payload_ref,
                 payload_hash, matched_secret_version, outbox_id, topic, payload_start,
-                payload_end)
+                payload_end, received_at, dedup_floor)
+        ), existing AS (
+            -- Copies stored within each event's window; $22, the batch's oldest floor, lets
+            -- the planner skip the partitions before it.
+            SELECT DISTINCT ON (r.inbox_id) r.inbox_id AS row_id, w.inbox_id
+            FROM rows r
+            JOIN webhook_inbox w
+              ON w.provider = r.provider AND w.endpoint_id = r.endpoint_id
+             AND w.provider_event_id = r.provider_event_id
+             AND w.inbox_id >= r.dedup_floor AND w.inbox_id >= $22
+            ORDER BY r.inbox_id, w.inbox_id
         ), ins AS (
             INSERT INTO webhook_inbox (inbox_id, provider, endpoint_id, provider_event_id,
                 event_type, object_id, object_version_kind, object_version, provider_created_at,
                 raw_payload_ref, payload_hash, matched_secret_version, payload_start,
-                payload_end)
+                payload_end, received_at)
             SELECT inbox_id, provider, endpoint_id, provider_event_id, event_type, object_id,
                 object_version_kind, object_version, provider_created_at, raw_payload_ref,
-                payload_hash, matched_secret_version, payload_start, payload_end
+                payload_hash, matched_secret_version, payload_start, payload_end, received_at
             FROM rows
-            ON CONFLICT ON CONSTRAINT webhook_inbox_logical_event DO NOTHING
+            WHERE inbox_id NOT IN (SELECT row_id FROM existing)
+            -- The partition's own unique key, in case the locks were bypassed.
+            ON CONFLICT DO NOTHING
             RETURNING inbox_id, raw_payload_ref
         ), outbox AS (
             INSERT INTO webhook_outbox (outbox_id, inbox_id, topic)
             SELECT rows.outbox_id, rows.inbox_id, rows.topic FROM rows JOIN ins USING (inbox_id)
         ), payloads AS (
             -- Once per request, whatever number of its events (and their spans) it backs.
-            INSERT INTO webhook_payloads (payload_ref, key_id, body)
-            SELECT p.payload_ref, p.key_id, p.body
-            FROM unnest($17::uuid[], $18::text[], $19::bytea[]) AS p(payload_ref, key_id, body)
+            INSERT INTO webhook_payloads (payload_ref, key_id, body, created_at)
+            SELECT p.payload_ref, p.key_id, p.body, p.created_at
+            FROM unnest($17::uuid[], $18::text[], $19::bytea[], $23::timestamptz[])
+                AS p(payload_ref, key_id, body, created_at)
             WHERE p.payload_ref IN (SELECT raw_payload_ref FROM ins)
         )
-        SELECT inbox_id FROM ins",
+        SELECT inbox_id, inbox_id, true FROM ins
+        UNION ALL
+        SELECT row_id, inbox_id, false FROM existing",
     )
     .bind(columns.inbox_ids)
     .bind(columns.providers)
@@ -303,37 +332,33 @@ async fn insert(pool: &PgPool, batch: &[Pending]) -> Result<Vec<Vec<Acceptance>>
     .bind(column(batch, |p| p.payload_ref))
     .bind(column(batch, |p| p.sealed.key_id.as_str()))
     .bind(column(batch, |p| p.sealed.bytes.as_slice()))
-    .fetch_all(pool)
+    .bind(&columns.received_at)
+    .bind(&columns.dedup_floors)
+    .bind(
+        columns
+            .dedup_floors
+            .iter()
+            .min()
+            .copied()
+            .unwrap_or_default(),
+    )
+    .bind(column(batch, |p| p.submission.received_at))
+    .fetch_all(&mut *tx)
     .await?;
+    tx.commit().await?;
 
-    let inserted: HashSet<Uuid> = inserted.into_iter().collect();
-    let mut ids: Vec<Option<Uuid>> = rows
+    let by_row: HashMap<Uuid, usize> = rows
         .iter()
-        .map(|r| inserted.contains(&r.inbox_id).then_some(r.inbox_id))
+        .enumerate()
+        .map(|(i, r)| (r.inbox_id, i))
         .collect();
-    let existing: Vec<usize> = order
-        .iter()
-        .copied()
-        .filter(|&r| ids[r].is_none())
-        .collect();
-    if !existing.is_empty() {
-        // The conflicting rows are committed (ON CONFLICT waited for them), so this fresh
-        // statement sees them. Never read-then-insert: the unique key decided above.
-        let found: Vec<(i64, Uuid)> = sqlx::query_as(
-            "SELECT k.i, w.inbox_id
-            FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY
-                AS k(provider, endpoint_id, provider_event_id, i)
-            JOIN webhook_inbox w USING (provider, endpoint_id, provider_event_id)",
-        )
-        .bind(column(&existing, |&r| rows[r].event.provider.as_str()))
-        .bind(column(&existing, |&r| rows[r].event.endpoint_id.as_str()))
-        .bind(column(&existing, |&r| rows[r].event.event_id.as_str()))
-        .fetch_all(pool)
-        .await?;
-        for (i, id) in found {
-            // ORDINALITY counts from 1.
-            if let Some(&r) = usize::try_from(i - 1).ok().and_then(|i| existing.get(i)) {
-                ids[r] = Some(id);
+    let mut found: Vec<Option<Uuid>> = vec![None; rows.len()];
+    let mut inserted: HashSet<Uuid> = HashSet::new();
+    for (row_id, id, fresh) in resolved {
+        if let Some(&r) = by_row.get(&row_id) {
+            found[r] = Some(id);
+            if fresh {
+                inserted.insert(id);
             }
         }
     }
@@ -343,8 +368,9 @@ async fn insert(pool: &PgPool, batch: &[Pending]) -> Result<Vec<Vec<Acceptance>>
         .map(|mine| {
             mine.into_iter()
                 .map(|(row, owns)| {
-                    // Gone between the insert and the lookup (a purge): outcome unknown.
-                    let id = ids[row].ok_or(sqlx::Error::RowNotFound)?;
+                    // Skipped by the partition's unique key yet not found in the window: a
+                    // copy outside the window in the same day, or a purge. Outcome unknown.
+                    let id = found[row].ok_or(sqlx::Error::RowNotFound)?;
                     Ok(if owns && inserted.contains(&id) {
                         Acceptance::Accepted(id)
                     } else {
@@ -354,6 +380,18 @@ async fn insert(pool: &PgPool, batch: &[Pending]) -> Result<Vec<Vec<Acceptance>>
                 .collect()
         })
         .collect()
+}
+
+/// The transaction lock that serialises acceptances of one logical event: 64 bits of a hash
+/// of its key, the same on every host.
+fn lock_key(e: &NewEvent) -> i64 {
+    let mut h = Sha256::new();
+    for part in [&e.provider, &e.endpoint_id, &e.event_id] {
+        h.update((part.len() as u64).to_be_bytes());
+        h.update(part.as_bytes());
+    }
+    let digest = h.finalize();
+    i64::from_be_bytes(digest[..8].try_into().expect("8 bytes"))
 }
 
 /// The batch's distinct rows as one array per column, in key order.
@@ -376,6 +414,9 @@ struct Columns<'a> {
     /// `duplicate`, and the row points into the owner's payload.
     payload_starts: Vec<Option<i64>>,
     payload_ends: Vec<Option<i64>>,
+    received_at: Vec<OffsetDateTime>,
+    /// The smallest id a stored copy may have to make this event a duplicate.
+    dedup_floors: Vec<Uuid>,
 }
 
 impl<'a> Columns<'a> {
@@ -398,6 +439,8 @@ impl<'a> Columns<'a> {
             topics: Vec::with_capacity(n),
             payload_starts: Vec::with_capacity(n),
             payload_ends: Vec::with_capacity(n),
+            received_at: Vec::with_capacity(n),
+            dedup_floors: Vec::with_capacity(n),
         };
         for &r in order {
             let Row {
@@ -424,7 +467,12 @@ impl<'a> Columns<'a> {
             c.payload_hashes.push(&pending.payload_hash);
             c.secret_versions
                 .push(&pending.submission.matched_secret_version);
-            c.outbox_ids.push(Uuid::now_v7());
+            c.outbox_ids
+                .push(ids::id_at(pending.submission.received_at));
+            c.received_at.push(pending.submission.received_at);
+            c.dedup_floors.push(ids::floor_at(
+                pending.submission.received_at - pending.submission.redelivery_window,
+            ));
             c.topics.push(crate::support::subjects::accepted_topic(
                 &event.endpoint_id,
                 &event.event_type,

@@ -470,6 +470,8 @@ pub async fn verify_and_parse(
         payload: body.clone(),
         matched_secret_version: passed.version,
         events,
+        received_at: now,
+        redelivery_window: time::Duration::days(i64::from(endpoint.redelivery_window_days())),
     }))
 }
 

@@ -41,6 +41,12 @@ pub struct Submission {
     pub payload: Bytes,
     pub matched_secret_version: String,
     pub events: Vec<NewEvent>,
+    /// When the request was verified (the pipeline's clock): the rows' `received_at` and the
+    /// time in their ids, which decides their partition.
+    pub received_at: OffsetDateTime,
+    /// How far back a copy of one of these events is a duplicate (the endpoint's
+    /// `redelivery_window_days`); older rows of the same key do not count.
+    pub redelivery_window: time::Duration,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

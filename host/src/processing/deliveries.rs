@@ -53,6 +53,8 @@ const LEASE_MARGIN: Duration = Duration::from_secs(5);
 /// The result of one attempt, to record if the claim is still ours.
 struct Mark {
     delivery_id: Uuid,
+    /// With the id, it names the row's partition.
+    inbox_id: Uuid,
     claim_id: Uuid,
     status: &'static str,
     error: Option<String>,
@@ -204,7 +206,7 @@ impl DeliveryRelay {
             .collect();
         let rows = sqlx::query(
             "WITH due AS (
-                 SELECT delivery_id FROM deliveries
+                 SELECT delivery_id, inbox_id FROM deliveries
                  WHERE status = 'PENDING' AND next_attempt_at <= now()
                    AND CASE $3
                        WHEN 'target' THEN sink = $4 AND target = $5
@@ -217,7 +219,7 @@ impl DeliveryRelay {
                  UPDATE deliveries AS d
                  SET attempt_count = d.attempt_count + 1, claim_id = gen_random_uuid(),
                      next_attempt_at = now() + make_interval(secs => $2)
-                 FROM due WHERE d.delivery_id = due.delivery_id
+                 FROM due WHERE d.delivery_id = due.delivery_id AND d.inbox_id = due.inbox_id
                  RETURNING d.delivery_id, d.inbox_id, d.sink, d.target, d.attempt_count,
                            d.max_attempts, d.claim_id
              )
@@ -374,6 +376,7 @@ impl DeliveryRelay {
         }
         Some(Mark {
             delivery_id: d.delivery_id,
+            inbox_id: d.inbox_id,
             claim_id: d.claim_id,
             status,
             error,
@@ -458,16 +461,18 @@ impl DeliveryRelay {
              SET status = m.status, last_error = m.error, claim_id = NULL,
                  sent_at = CASE WHEN m.status = 'SENT' THEN now() END,
                  next_attempt_at = now() + make_interval(secs => m.delay)
-             FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::float8[])
-                  AS m(delivery_id, claim_id, status, error, delay)
-             WHERE d.delivery_id = m.delivery_id AND d.claim_id = m.claim_id
-               AND d.status = 'PENDING'",
+             FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::float8[],
+                         $6::uuid[])
+                  AS m(delivery_id, claim_id, status, error, delay, inbox_id)
+             WHERE d.delivery_id = m.delivery_id AND d.inbox_id = m.inbox_id
+               AND d.claim_id = m.claim_id AND d.status = 'PENDING'",
         )
         .bind(column(marks, |m| m.delivery_id))
         .bind(column(marks, |m| m.claim_id))
         .bind(column(marks, |m| m.status))
         .bind(column(marks, |m| m.error.as_deref()))
         .bind(column(marks, |m| m.delay.as_secs_f64()))
+        .bind(column(marks, |m| m.inbox_id))
         .execute(&self.processing.pool)
         .await;
         if let Err(e) = result {
@@ -483,10 +488,11 @@ impl DeliveryRelay {
         let _ = sqlx::query(
             "UPDATE deliveries
              SET attempt_count = attempt_count - 1, next_attempt_at = now(), claim_id = NULL
-             WHERE delivery_id = $1 AND claim_id = $2 AND status = 'PENDING'",
+             WHERE delivery_id = $1 AND inbox_id = $3 AND claim_id = $2 AND status = 'PENDING'",
         )
         .bind(d.delivery_id)
         .bind(d.claim_id)
+        .bind(d.inbox_id)
         .execute(&self.processing.pool)
         .await;
     }

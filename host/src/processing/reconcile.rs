@@ -1,5 +1,7 @@
 //! The reconciler: a periodic audit that finds accepted events whose processing or
-//! deliveries went missing and requeues them. In normal operation it finds nothing, because
+//! deliveries went missing and requeues them. Each pass looks at the events processed since
+//! the previous one (the first, at the last day's), through an index on `processed_at`, so
+//! its cost follows the event rate, not the tables' size. In normal operation it finds nothing, because
 //! each stage commits its successor's rows in its own transaction; it exists for what that
 //! cannot cover (rows removed by hand, a restore from backup, a bug). It also refreshes the
 //! backlog gauges, the oldest-pending one every second between passes, so
@@ -18,6 +20,13 @@ use crate::support::metrics::{TargetBacklog, TargetLabels};
 /// How often the oldest-pending gauge is refreshed between passes.
 const GAUGES_EVERY: Duration = Duration::from_secs(1);
 
+/// How far back the first pass of a process looks.
+const FIRST_LOOKBACK: time::Duration = time::Duration::DAY;
+
+/// Overlap between passes: processing transactions still open when a pass starts, and clock
+/// skew between this host and the database.
+const OVERLAP: time::Duration = time::Duration::minutes(10);
+
 /// What one pass found and did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct Audit {
@@ -35,6 +44,8 @@ pub struct Reconciler {
     processing: Arc<Processing>,
     /// The unpublished-notices count of the last pass.
     unpublished: AtomicI64,
+    /// When the last complete pass started.
+    checked: std::sync::Mutex<Option<time::OffsetDateTime>>,
 }
 
 impl Reconciler {
@@ -42,6 +53,7 @@ impl Reconciler {
         Self {
             processing,
             unpublished: AtomicI64::new(0),
+            checked: std::sync::Mutex::new(None),
         }
     }
 
@@ -77,15 +89,20 @@ impl Reconciler {
     pub async fn try_execute(&self) -> anyhow::Result<Audit> {
         let p = &self.processing;
         let db = |e: sqlx::Error| anyhow::anyhow!(redact_db(&e));
+        let started = time::OffsetDateTime::now_utc();
+        let since = self
+            .checked
+            .lock()
+            .expect("not poisoned")
+            .map_or(started - FIRST_LOOKBACK, |t| t - OVERLAP);
         let missing_marker = sqlx::query(
             "UPDATE webhook_inbox i
              SET status = 'PENDING', next_attempt_at = now(),
                  last_error = 'requeued by the reconciler: processing marker missing'
-             WHERE i.status = 'PROCESSED' AND NOT EXISTS (
-                 SELECT 1 FROM processed_events pe
-                 WHERE pe.provider = i.provider AND pe.endpoint_id = i.endpoint_id
-                   AND pe.provider_event_id = i.provider_event_id)",
+             WHERE i.status = 'PROCESSED' AND i.processed_at >= $1 AND NOT EXISTS (
+                 SELECT 1 FROM processed_events pe WHERE pe.inbox_id = i.inbox_id)",
         )
+        .bind(since)
         .execute(&p.pool)
         .await
         .map_err(db)?
@@ -94,10 +111,11 @@ impl Reconciler {
             "UPDATE webhook_inbox i
              SET status = 'PENDING', next_attempt_at = now(),
                  last_error = 'requeued by the reconciler: deliveries missing'
-             WHERE i.status = 'PROCESSED' AND i.deliveries_planned > 0
+             WHERE i.status = 'PROCESSED' AND i.processed_at >= $1 AND i.deliveries_planned > 0
                AND i.deliveries_planned > (SELECT count(*) FROM deliveries d
                                            WHERE d.inbox_id = i.inbox_id)",
         )
+        .bind(since)
         .execute(&p.pool)
         .await
         .map_err(db)?
@@ -113,6 +131,7 @@ impl Reconciler {
         p.metrics
             .backlog(oldest_pending_seconds, outbox_unpublished);
         self.delivery_backlog().await?;
+        *self.checked.lock().expect("not poisoned") = Some(started);
         if missing_marker + missing_deliveries > 0 {
             p.signals.work.notify_one();
         }

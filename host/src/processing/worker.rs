@@ -590,9 +590,7 @@ async fn lock_claimed(
          FROM webhook_inbox i
          JOIN unnest($1::uuid[], $2::uuid[]) AS c(inbox_id, claim_id)
            ON c.inbox_id = i.inbox_id
-         LEFT JOIN processed_events pe
-           ON pe.provider = i.provider AND pe.endpoint_id = i.endpoint_id
-          AND pe.provider_event_id = i.provider_event_id
+         LEFT JOIN processed_events pe ON pe.inbox_id = i.inbox_id
          WHERE i.status = 'PROCESSING' AND i.claim_id = c.claim_id
          ORDER BY i.inbox_id
          FOR UPDATE OF i",

@@ -413,6 +413,7 @@ async fn run_case_in(
             max_attempts: None,
             secrets: slots,
             settings: Arc::new(e.settings),
+            redelivery_window_days: None,
         }),
         adapter: Arc::clone(adapter),
         max_body_bytes: u64::MAX,

@@ -42,6 +42,11 @@ pub struct SinkLabels {
     pub sink: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TableLabels {
+    pub table: String,
+}
+
 /// One delivery target: a route's URL or subject (bounded by the routes configured, and by the
 /// targets of rows planned before a route was removed).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -96,6 +101,11 @@ pub struct Metrics {
     /// The TLS series are registered only by a receiver serving HTTPS, so an alert on the
     /// expiry never reads a zero from a plain-HTTP host.
     tls_registered: std::sync::Once,
+    retention_dropped: Family<TableLabels, Counter>,
+    retention_kept: Family<TableLabels, Gauge>,
+    retention_ready_until: Gauge,
+    /// Registered by the first retention pass, so only hosts that run one export them.
+    retention_registered: std::sync::Once,
 }
 
 /// Gauges refreshed by each reconciler pass.
@@ -262,6 +272,10 @@ impl Default for Metrics {
             tls_reloads: Family::default(),
             tls_cert_expiry: Gauge::default(),
             tls_registered: std::sync::Once::new(),
+            retention_dropped: Family::default(),
+            retention_kept: Family::default(),
+            retention_ready_until: Gauge::default(),
+            retention_registered: std::sync::Once::new(),
         }
     }
 }
@@ -454,6 +468,43 @@ impl Metrics {
                 self.tls_cert_expiry.clone(),
             );
         });
+    }
+
+    /// What a retention pass found: expired partitions dropped and kept (they still hold
+    /// unfinished work), by table, and until when every table has partitions ready.
+    pub fn retention(&self, dropped: &[&str], kept: &[(&str, i64)], ready_until_unix: i64) {
+        self.retention_registered.call_once(|| {
+            let mut registry = self.registry.lock().expect("not poisoned");
+            registry.register(
+                "wharf_retention_partitions_dropped",
+                "Expired day partitions dropped, by table",
+                self.retention_dropped.clone(),
+            );
+            registry.register(
+                "wharf_retention_partitions_kept",
+                "Expired day partitions kept because they still hold unfinished work (pending \
+                 events, deliveries or notices), by table, at the last pass",
+                self.retention_kept.clone(),
+            );
+            registry.register(
+                "wharf_retention_ready_until_timestamp_seconds",
+                "Until when every partitioned table has a partition for new rows, as a Unix time \
+                 (acceptance fails past it)",
+                self.retention_ready_until.clone(),
+            );
+        });
+        let labels = |table: &str| TableLabels {
+            table: table.to_owned(),
+        };
+        for table in dropped {
+            self.retention_dropped.get_or_create(&labels(table)).inc();
+        }
+        for (table, count) in kept {
+            self.retention_kept
+                .get_or_create(&labels(table))
+                .set(*count);
+        }
+        self.retention_ready_until.set(ready_until_unix);
     }
 
     /// The OpenMetrics text format (served as `http::METRICS_CONTENT_TYPE`).
