@@ -340,6 +340,11 @@ fn dist(args: &[OsString]) -> Result {
             _ => return Err(format!("dist: unknown argument {arg:?}\n\n{USAGE}")),
         }
     }
+    if binary.is_none() && !matches!(profile.as_str(), "release" | "debug" | "dev") {
+        return Err(format!(
+            "dist: unknown profile {profile:?} (release or debug)"
+        ));
+    }
     adapters()?;
     let binary = match (binary, profile.as_str()) {
         (Some(binary), _) => binary,
