@@ -10,6 +10,7 @@ mod cli;
 mod concurrency;
 mod config_check;
 mod contract;
+mod dist;
 mod fixtures;
 mod group_commit;
 mod limits;

@@ -53,13 +53,38 @@ impl ServeProcess {
         log: Option<&Path>,
         env: &[(&str, &str)],
     ) -> Self {
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_wharf"));
+        child.args(command);
+        Self::spawn(child, config, log, env, 60).await
+    }
+
+    /// Starts another copy of the binary (an installed one) as `wharf serve`, from `/` as
+    /// systemd starts it, so nothing may depend on the test's working folder. Its cache of
+    /// compiled adapters starts empty, so it may take longer to start.
+    pub async fn start_installed(
+        binary: &Path,
+        config: &Path,
+        log: Option<&Path>,
+        env: &[(&str, &str)],
+    ) -> Self {
+        let mut child = tokio::process::Command::new(binary);
+        child.arg("serve").current_dir("/");
+        Self::spawn(child, config, log, env, 180).await
+    }
+
+    async fn spawn(
+        mut command: tokio::process::Command,
+        config: &Path,
+        log: Option<&Path>,
+        env: &[(&str, &str)],
+        start_within_secs: u64,
+    ) -> Self {
         use tokio::io::AsyncBufReadExt;
         let stderr = match log {
             Some(path) => Stdio::from(std::fs::File::create(path).expect("log file")),
             None => Stdio::null(),
         };
-        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_wharf"))
-            .args(command)
+        let mut child = command
             .arg("--config")
             .arg(config)
             .env_remove("WHARF_DATABASE_URL")
@@ -75,9 +100,10 @@ impl ServeProcess {
             .expect("wharf binary");
         let stdout = child.stdout.take().unwrap();
         let mut lines = tokio::io::BufReader::new(stdout).lines();
-        let line = tokio::time::timeout(std::time::Duration::from_secs(60), lines.next_line())
+        let within = std::time::Duration::from_secs(start_within_secs);
+        let line = tokio::time::timeout(within, lines.next_line())
             .await
-            .expect("wharf starts within a minute")
+            .expect("wharf starts in time")
             .unwrap()
             .expect("a first line on stdout");
         let started: serde_json::Value = serde_json::from_str(&line).expect("json line");

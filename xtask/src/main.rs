@@ -11,6 +11,8 @@ use std::process::{Command, ExitCode};
 use std::thread;
 use std::time::{Duration, Instant};
 
+mod dist;
+
 const USAGE: &str = "\
 usage: cargo xtask <command> [args...]
 
@@ -25,6 +27,12 @@ commands:
                   Postgres is running, then the end-to-end benchmark `wharf-bench run
                   [args...]` (--quick: short runs; --smoke: a few seconds against the debug
                   build, for CI); the report lands in bench/results/
+  dist [--profile release|debug] [--binary PATH] [--out DIR]
+                  build the adapters and `wharf` (release unless --profile debug; --binary
+                  ships a built one as is), then the install tarball
+                  wharf-<version>-<target>.tar.gz and its .sha256 in DIR (default
+                  target/dist/): bin/, adapters/, etc/ (config, secrets, payload key: demo
+                  values to replace), systemd/wharf.service, README.md
 ";
 
 const WASM_TARGET: &str = "wasm32-wasip2";
@@ -43,6 +51,7 @@ fn main() -> ExitCode {
         Some("test") => test(&rest),
         Some("dev") => dev(&rest),
         Some("bench") => bench(&rest),
+        Some("dist") => dist(&rest).map(|()| ExitCode::SUCCESS),
         Some("help" | "-h" | "--help") => {
             print!("{USAGE}");
             Ok(ExitCode::SUCCESS)
@@ -305,6 +314,81 @@ fn bench(args: &[OsString]) -> Result<ExitCode> {
             .env("WHARF_BENCH_COMMAND", shown.join(" "))
             .current_dir(&root),
     )
+}
+
+/// The install tarball (`dist.rs`). The debug profile is for CI, which builds nothing else:
+/// its binary is asked for the way the tests build it, as `bench --smoke` does.
+fn dist(args: &[OsString]) -> Result {
+    let root = root();
+    let target = env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    let mut profile = "release".to_owned();
+    let mut binary = None;
+    let mut out = target.join("dist");
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        let mut value = |name: &str| {
+            args.next()
+                .cloned()
+                .ok_or_else(|| format!("{name} needs a value\n\n{USAGE}"))
+        };
+        match arg.to_str() {
+            Some("--profile") => profile = value("--profile")?.to_string_lossy().into_owned(),
+            Some("--binary") => binary = Some(PathBuf::from(value("--binary")?)),
+            Some("--out") => out = PathBuf::from(value("--out")?),
+            _ => return Err(format!("dist: unknown argument {arg:?}\n\n{USAGE}")),
+        }
+    }
+    if binary.is_none() && !matches!(profile.as_str(), "release" | "debug" | "dev") {
+        return Err(format!(
+            "dist: unknown profile {profile:?} (release or debug)"
+        ));
+    }
+    adapters()?;
+    let binary = match (binary, profile.as_str()) {
+        (Some(binary), _) => binary,
+        (None, "release") => {
+            run(cargo()
+                .args(["build", "--release", "-p", "wharf", "--bin", "wharf"])
+                .current_dir(&root))?;
+            target.join("release").join("wharf")
+        }
+        (None, "debug" | "dev") => {
+            run(cargo()
+                .args(["test", "--workspace", "--no-run"])
+                .current_dir(&root))?;
+            target.join("debug").join("wharf")
+        }
+        (None, other) => {
+            return Err(format!(
+                "dist: unknown profile {other:?} (release or debug)"
+            ));
+        }
+    };
+    let out = if out.is_relative() {
+        env::current_dir()
+            .map_err(|e| format!("cannot read the current folder: {e}"))?
+            .join(out)
+    } else {
+        out
+    };
+    let built = dist::package(&dist::Package {
+        root: &root,
+        binary: &binary,
+        target: &dist::host_target(),
+        out: &out,
+    })?;
+    println!(
+        "xtask: wrote {} and {}; installing: {}/README.md inside",
+        built.tarball.display(),
+        built.sha256_file.display(),
+        built.top
+    );
+    if !built.unit_verified {
+        warn("systemd-analyze is not installed here: systemd/wharf.service was not verified");
+    }
+    Ok(())
 }
 
 fn dev(args: &[OsString]) -> Result<ExitCode> {

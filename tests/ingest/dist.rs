@@ -1,0 +1,202 @@
+//! The release tarball installed and serving. `cargo xtask dist` builds `wharf` and calls
+//! `xtask/src/dist.rs`; this test calls the same file (included below, so no cargo runs
+//! inside the test run) on the debug binary the run built, checks the checksum, unpacks the
+//! tarball into a temporary prefix the way the README says, and starts the installed binary
+//! from `/` with nothing changed but what the docs say to set: the database URL and the
+//! listen addresses, through the documented `WHARF_*` overrides. A Stripe event signed with
+//! the shipped demo secret is accepted and stored; a forged one is refused.
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::support::{
+    database::fresh_database, files::repo_root, http::post, process::ServeProcess, signing::*,
+};
+
+#[path = "../../xtask/src/dist.rs"]
+mod package;
+
+fn run(command: &mut Command) -> String {
+    let out = command.output().expect("command runs");
+    assert!(
+        out.status.success(),
+        "{command:?}: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test]
+async fn the_release_tarball_installs_into_a_prefix_and_serves_signed_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let built = package::package(&package::Package {
+        root: &repo_root(),
+        binary: Path::new(env!("CARGO_BIN_EXE_wharf")),
+        target: &package::host_target(),
+        out: &out,
+    })
+    .expect("the tarball is built");
+    assert!(built.top.starts_with("wharf-"), "{}", built.top);
+    assert_eq!(
+        built.unit_verified,
+        Command::new("systemd-analyze")
+            .arg("--version")
+            .output()
+            .is_ok(),
+        "the unit is verified wherever systemd-analyze is installed"
+    );
+
+    // The checksum file checks, as the README's first step does.
+    run(Command::new("sha256sum")
+        .arg("-c")
+        .arg(built.sha256_file.file_name().unwrap())
+        .current_dir(&out));
+    // Owned by root in the archive, whoever built it.
+    let listing = run(Command::new("tar")
+        .args(["--numeric-owner", "-tvzf"])
+        .arg(&built.tarball));
+    assert!(listing.lines().all(|l| l.contains(" 0/0 ")), "{listing}");
+
+    let prefix = dir.path().join("opt-wharf");
+    std::fs::create_dir_all(&prefix).unwrap();
+    run(Command::new("tar")
+        .arg("-xzf")
+        .arg(&built.tarball)
+        .arg("-C")
+        .arg(&prefix)
+        .arg("--strip-components=1"));
+
+    // The layout: the bundled adapters with their fixtures, none of the test-only ones.
+    let bin = prefix.join("bin/wharf");
+    assert!(bin.is_file());
+    let adapters = prefix.join("adapters");
+    for name in ["stripe", "github", "standard-webhooks"] {
+        assert!(adapters.join(format!("{name}.wasm")).is_file(), "{name}");
+        assert!(adapters.join(format!("{name}.fixtures")).is_dir(), "{name}");
+    }
+    let shipped: Vec<String> = std::fs::read_dir(&adapters)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        !shipped
+            .iter()
+            .any(|n| n == "testing" || n.starts_with("test-")),
+        "{shipped:?}"
+    );
+    let keys = std::fs::read_to_string(prefix.join("etc/payload-keys.toml")).unwrap();
+    assert!(
+        keys.starts_with("# DEV KEY -- REPLACE BEFORE USE"),
+        "{keys}"
+    );
+    let unit = std::fs::read_to_string(prefix.join("systemd/wharf.service")).unwrap();
+    for line in [
+        "ProtectSystem=strict",
+        "NoNewPrivileges=yes",
+        "CapabilityBoundingSet=\n",
+        "SystemCallFilter=@system-service",
+        "ReadWritePaths=/opt/wharf/var",
+    ] {
+        assert!(unit.contains(line), "the unit has {line:?}");
+    }
+    assert!(prefix.join("var/cache").is_dir());
+    assert!(prefix.join("README.md").is_file());
+
+    let config = prefix.join("etc/wharf.toml");
+    let database = fresh_database().await;
+    let env = [
+        ("WHARF_DATABASE_URL", database.as_str()),
+        ("WHARF_LISTEN", "127.0.0.1:0"),
+        ("WHARF_ADMIN_LISTEN", "127.0.0.1:0"),
+    ];
+    // `config check` passes on the shipped files as they are.
+    run(Command::new(&bin)
+        .args(["config", "check", "--config"])
+        .arg(&config)
+        .current_dir("/")
+        .envs(env));
+
+    let log = dir.path().join("serve.log");
+    let server = ServeProcess::start_installed(&bin, &config, Some(&log), &env).await;
+    let client = reqwest::Client::new();
+    let ready = client
+        .get(format!(
+            "{}/readyz",
+            server.admin.as_deref().expect("admin")
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ready.status(), 200);
+
+    // The shipped demo secret, read from the installed secrets file.
+    let secrets: toml::Table =
+        toml::from_str(&std::fs::read_to_string(prefix.join("etc/secrets.toml")).unwrap()).unwrap();
+    let secret = secrets["stripe-demo"][0]["value"].as_str().unwrap();
+
+    let body = stripe_event("evt_dist_1");
+    let signed = stripe_header(secret, now(), body.as_bytes());
+    let headers = [
+        ("stripe-signature", signed.as_str()),
+        ("content-type", "application/json"),
+    ];
+    let answer = post(
+        &client,
+        &server.base,
+        "stripe-demo",
+        &headers,
+        body.clone().into_bytes(),
+    )
+    .await;
+    assert!(
+        (200..300).contains(&answer.status),
+        "{answer:?}\n{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+
+    let db = sqlx::PgPool::connect(&database).await.unwrap();
+    let stored: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM webhook_inbox
+         WHERE endpoint_id = 'stripe-demo' AND provider_event_id = 'evt_dist_1'",
+    )
+    .fetch_one(&db)
+    .await
+    .unwrap();
+    assert_eq!(stored, 1);
+
+    // The same event under a secret the installation does not have: refused, nothing stored.
+    let body = stripe_event("evt_dist_forged");
+    let forged = stripe_header("whsec_not_the_shipped_one", now(), body.as_bytes());
+    let answer = post(
+        &client,
+        &server.base,
+        "stripe-demo",
+        &[
+            ("stripe-signature", forged.as_str()),
+            ("content-type", "application/json"),
+        ],
+        body.into_bytes(),
+    )
+    .await;
+    assert_eq!(answer.status, 401, "{answer:?}");
+    assert_eq!(answer.code(), "invalid_signature");
+    let forged_rows: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM webhook_inbox WHERE provider_event_id = 'evt_dist_forged'",
+    )
+    .fetch_one(&db)
+    .await
+    .unwrap();
+    assert_eq!(forged_rows, 0);
+
+    // The compiled adapters are cached under var/, the one folder the unit makes writable.
+    assert!(
+        std::fs::read_dir(prefix.join("var/cache"))
+            .unwrap()
+            .next()
+            .is_some(),
+        "compiled adapters cached under var/cache"
+    );
+    assert!(server.stop().await.success());
+}
