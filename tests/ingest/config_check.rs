@@ -107,7 +107,7 @@ fn the_example_config_passes_with_a_summary() {
         );
         assert!(
             stdout.contains(
-                "examples/wharf.toml: ok: 3 endpoints, 0 routes, 3 secret sets in examples/secrets.toml"
+                "examples/wharf.toml: ok: 3 endpoints, 0 routes, 4 secret sets in examples/secrets.toml"
             ),
             "{stdout}"
         );
