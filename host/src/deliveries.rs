@@ -344,11 +344,15 @@ pub async fn replay(pool: &PgPool, request: &ReplayRequest) -> Result<Replayed, 
     }
     ids.sort_unstable();
     ids.dedup();
-    // Locked in id order, so two replays (or a relay's mark) cannot change them under us.
+    // Locked in id order, so two replays (or a relay's mark) cannot change them under us; a
+    // dry run changes nothing, so it holds no locks for the relays to wait on.
     let mut q = QueryBuilder::new(SUMMARY_COLUMNS);
     q.push(" WHERE d.delivery_id = ANY(")
         .push_bind(ids.clone())
-        .push(") ORDER BY d.delivery_id FOR UPDATE OF d");
+        .push(") ORDER BY d.delivery_id");
+    if !request.dry_run {
+        q.push(" FOR UPDATE OF d");
+    }
     let rows: Vec<Summary> = q.build_query_as().fetch_all(&mut *tx).await?;
     let in_flight: Vec<Uuid> = sqlx::query_scalar(
         "SELECT delivery_id FROM deliveries WHERE delivery_id = ANY($1) AND status = 'PENDING'
