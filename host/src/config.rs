@@ -253,6 +253,10 @@ pub struct ServerConfig {
     #[serde(default = "default_listen")]
     pub listen: SocketAddr,
     pub admin_listen: Option<SocketAddr>,
+    /// The secret set (in the secrets file) whose unexpired `value`s are the admin API's
+    /// bearer tokens. Unset: the admin listeners serve only `/healthz`, `/readyz` and
+    /// `/metrics`, and every `/admin/*` path is 404.
+    pub admin_token_secret: Option<String>,
     #[serde(default = "default_max_body")]
     pub max_body_bytes: u64,
     /// At most this many header lines (431 past it).
@@ -686,6 +690,13 @@ impl Config {
                     .into()
             }),
             _ => {}
+        }
+        if let Some(set) = &self.server.admin_token_secret {
+            p.ensure(
+                !set.is_empty(),
+                KeyPath::section("server", "admin_token_secret"),
+                || "[server] admin_token_secret must name a secret set".into(),
+            );
         }
         let proxies = self.server.trusted_proxies().err();
         p.ensure(

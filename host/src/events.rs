@@ -47,6 +47,18 @@ pub async fn list(pool: &PgPool, filter: &Filter) -> anyhow::Result<Vec<Summary>
     select(pool, filter, "DESC").await
 }
 
+/// How many events a filter matches (a list says when its limit left some out).
+pub async fn count(pool: &PgPool, filter: &Filter) -> anyhow::Result<i64> {
+    Ok(sqlx::query_scalar(
+        "SELECT count(*) FROM webhook_inbox
+         WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR endpoint_id = $2)",
+    )
+    .bind(&filter.status)
+    .bind(&filter.endpoint)
+    .fetch_one(pool)
+    .await?)
+}
+
 /// The events a filter selects, in `order` of reception (`ASC` or `DESC`, a constant).
 async fn select(pool: &PgPool, filter: &Filter, order: &str) -> anyhow::Result<Vec<Summary>> {
     let sql = format!(
@@ -156,6 +168,17 @@ pub struct Replayed {
 /// processed right now are left alone. Attempt counts restart at zero, but claims are never
 /// reused: a worker or relay still holding a claim from before the replay changes nothing.
 pub async fn replay(pool: &PgPool, ids: &[Uuid], resend: bool) -> anyhow::Result<Replayed> {
+    replay_or_count(pool, ids, resend, false).await
+}
+
+/// [`replay`], or with `dry_run` the same statements rolled back: the counts are what a
+/// replay would change now, and nothing changes.
+pub async fn replay_or_count(
+    pool: &PgPool,
+    ids: &[Uuid],
+    resend: bool,
+    dry_run: bool,
+) -> anyhow::Result<Replayed> {
     let mut tx = pool.begin().await?;
     let events = sqlx::query(
         "UPDATE webhook_inbox
@@ -178,7 +201,11 @@ pub async fn replay(pool: &PgPool, ids: &[Uuid], resend: bool) -> anyhow::Result
     .execute(&mut *tx)
     .await?
     .rows_affected();
-    tx.commit().await?;
+    if dry_run {
+        tx.rollback().await?;
+    } else {
+        tx.commit().await?;
+    }
     Ok(Replayed { events, deliveries })
 }
 

@@ -29,6 +29,9 @@ pub mod processing;
 /// Operator queries behind `wharf events`.
 pub mod events;
 
+/// Operator queries behind `wharf deliveries` (list, show, replay).
+pub mod deliveries;
+
 /// Operator actions on stored payloads behind `wharf payloads`: re-encryption.
 pub mod payloads;
 

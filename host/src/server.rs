@@ -17,7 +17,8 @@ use tower::ServiceExt as _;
 use crate::adapter::{Sandbox, SandboxLimits};
 use crate::config::{self, Config, ServerConfig};
 use crate::http::{
-    CertStore, HttpState, TrustedProxies, admin_router, processing_admin_router, public_router,
+    AdminApi, CertStore, HttpState, TrustedProxies, admin_router, processing_admin_router,
+    public_router,
 };
 use crate::ingest::Store;
 use crate::ingest::{Admission, CommitSettings, Ingest, RateLimits};
@@ -101,6 +102,11 @@ impl Server {
             }
         }
         processing::check_signing_sets(&config, &*secrets, options.clock.now())?;
+        let admin_api = AdminApi::from_config(
+            &config,
+            Some(Arc::clone(&secrets) as Arc<dyn KeySource>),
+            Arc::clone(&options.clock),
+        )?;
         let sandbox = Sandbox::new(
             SandboxLimits::from_config(&config.adapters),
             config.adapters.cache_dir.clone(),
@@ -186,7 +192,7 @@ impl Server {
         // Always plain HTTP: bind it to localhost or a private network.
         let admin_addr = match config.server.admin_listen {
             Some(admin) => {
-                let router = admin_router(state);
+                let router = admin_router(state, admin_api);
                 let listener = Listener::plain(limits, proxies);
                 Some(serve_on(admin, router, listener, &cancel, &mut tasks).await?)
             }
@@ -254,23 +260,34 @@ impl ProcessingHost {
             config.retention.clone(),
             Arc::clone(&processing.metrics),
         );
+        let retention_clock: SharedClock = Arc::new(SystemClock);
+        retention.logged_pass(retention_clock.now()).await;
+        tasks.spawn(retention.run(retention_clock, cancel.clone()));
+        // The secrets file only when a route signs or the admin API is served: a worker
+        // reads no other secret.
+        let signs = config.routes.iter().any(|r| r.signing_secret.is_some());
+        let serves_api = admin.is_some() && config.server.admin_token_secret.is_some();
         let clock: SharedClock = Arc::new(SystemClock);
-        retention.logged_pass(clock.now()).await;
-        tasks.spawn(retention.run(clock, cancel.clone()));
-        // The secrets file only when a route signs: a worker reads no other secret.
-        if config.routes.iter().any(|r| r.signing_secret.is_some()) {
-            let secrets = SecretStore::open(&config.secrets.file)?;
-            let clock: SharedClock = Arc::new(SystemClock);
-            processing::check_signing_sets(&config, &*secrets, clock.now())?;
-            let watcher = secrets.watch(cancel.clone())?;
+        let mut secrets = None;
+        if signs || serves_api {
+            let store = SecretStore::open(&config.secrets.file)?;
+            let watcher = store.watch(cancel.clone())?;
             tasks.spawn(async move { watcher.await.map_err(Into::into) });
-            processing = processing.with_signing(secrets, clock);
+            secrets = Some(store as Arc<dyn KeySource>);
         }
+        if let Some(secrets) = secrets.as_ref().filter(|_| signs) {
+            processing::check_signing_sets(&config, &**secrets, clock.now())?;
+            processing = processing.with_signing(Arc::clone(secrets), Arc::clone(&clock));
+        }
+        let admin_api = match admin {
+            Some(_) => AdminApi::from_config(&config, secrets, clock)?,
+            None => None,
+        };
         let processing = Arc::new(processing);
         processing.spawn(workers, &cancel, &mut tasks);
         let admin_addr = match admin {
             Some(addr) => {
-                let router = processing_admin_router(Arc::clone(&processing));
+                let router = processing_admin_router(Arc::clone(&processing), admin_api);
                 let proxies = TrustedProxies::new(config.server.trusted_proxies()?);
                 let listener = Listener::plain(ConnLimits::new(&config.server), Arc::new(proxies));
                 Some(serve_on(addr, router, listener, &cancel, &mut tasks).await?)

@@ -107,7 +107,7 @@ fn the_example_config_passes_with_a_summary() {
         );
         assert!(
             stdout.contains(
-                "examples/wharf.toml: ok: 3 endpoints, 0 routes, 3 secret sets in examples/secrets.toml"
+                "examples/wharf.toml: ok: 3 endpoints, 0 routes, 4 secret sets in examples/secrets.toml"
             ),
             "{stdout}"
         );
@@ -272,4 +272,32 @@ fn adapter_problems_name_the_endpoint_line() {
         checked.stdout
     );
     assert!(checked.stderr.contains("1 problem"), "{}", checked.stderr);
+}
+
+#[test]
+fn an_admin_token_that_cannot_authenticate_is_reported_at_its_config_line() {
+    let config = CONFIG.replace(
+        "plain_http = true\n",
+        "plain_http = true\nadmin_token_secret = \"admin\"\n",
+    );
+    let short = format!("{SECRETS}\n[[admin]]\nversion = \"1\"\nvalue = \"short-admin-token\"\n");
+    let (_dir, path) = folder(&config, &short);
+    let checked = check(&path);
+    assert!(!checked.ok);
+    let line = format!(
+        "{}:4: [server] admin_token_secret: admin token secret set \"admin\" version \"1\": a \
+         token is 32 to 1024 printable ASCII characters",
+        path.display()
+    );
+    assert!(checked.stdout.contains(&line), "{line}\n{}", checked.stdout);
+    assert!(
+        !checked.stdout.contains("short-admin-token"),
+        "{}",
+        checked.stdout
+    );
+
+    let good = short.replace("short-admin-token", &"a".repeat(40));
+    let (_dir, path) = folder(&config, &good);
+    let checked = check(&path);
+    assert!(checked.ok, "{}", checked.stdout);
 }

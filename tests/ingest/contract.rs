@@ -232,6 +232,7 @@ async fn an_adapter_that_echoes_the_request_puts_none_of_it_in_the_log() {
 #[tokio::test]
 async fn a_contract_breach_fails_fixtures_check_and_reload_whatever_the_fixture_expects() {
     let written = TestApp::builder()
+        .admin_token(TEST_ADMIN_TOKEN)
         .add_adapter("testing/test-misbehave.wasm")
         .add_endpoints(EVIL)
         .write_config()
@@ -286,15 +287,8 @@ async fn a_contract_breach_fails_fixtures_check_and_reload_whatever_the_fixture_
     }
 
     let app = written.start().await;
-    let files: Vec<serde_json::Value> = app
-        .client
-        .get(format!("{}/admin/adapters", app.admin))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let files: Vec<serde_json::Value> =
+        app.admin_get("/admin/adapters").await.json().await.unwrap();
     let status = files
         .iter()
         .find(|f| f["file"] == "test-misbehave.wasm")

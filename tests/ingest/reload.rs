@@ -95,6 +95,7 @@ async fn send(client: &reqwest::Client, base: &str, delivery: &str) -> Answer {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_swaps_under_load_never_fail_a_request_and_never_serve_a_bad_file() {
     let written = TestApp::builder()
+        .admin_token(TEST_ADMIN_TOKEN)
         .add_adapter("testing/test-reload.wasm")
         .add_endpoints(ENDPOINT)
         .write_config()
@@ -108,7 +109,7 @@ async fn ten_swaps_under_load_never_fail_a_request_and_never_serve_a_bad_file() 
     let log = written.dir.path().join("wharf.log");
     let server = ServeProcess::start(&written.config_path, Some(&log)).await;
     let admin = server.admin.clone().expect("admin listener");
-    let client = reqwest::Client::new();
+    let client = admin_client();
     wait_for(&client, &admin, "the first version", |s| {
         s["version"] == "reload-v00"
     })
@@ -262,7 +263,8 @@ async fn ten_swaps_under_load_never_fail_a_request_and_never_serve_a_bad_file() 
 
     // What an operator sees.
     let status = std::process::Command::new(env!("CARGO_BIN_EXE_wharf"))
-        .args(["adapter", "status", "--admin", &admin])
+        .args(["adapter", "status", "--admin", &admin, "--config"])
+        .arg(&written.config_path)
         .output()
         .unwrap();
     let shown = String::from_utf8_lossy(&status.stdout);
@@ -319,12 +321,15 @@ fn check_log(log: &Path, markers: &[(String, &str)]) {
 
 #[tokio::test]
 async fn a_file_refused_at_start_serves_once_fixed_and_a_second_file_cannot_take_a_name() {
-    let written = TestApp::builder().write_config().await;
+    let written = TestApp::builder()
+        .admin_token(TEST_ADMIN_TOKEN)
+        .write_config()
+        .await;
     let adapters = written.dir.path().join("adapters");
     let github = adapters.join("github.wasm");
     std::fs::write(&github, b"not wasm at all").unwrap();
     let app = written.start().await;
-    let client = reqwest::Client::new();
+    let client = admin_client();
     let status = |file: &'static str| {
         let (client, admin) = (client.clone(), app.admin.clone());
         async move {
@@ -482,6 +487,7 @@ fn status_of<'a>(all: &'a [serde_json::Value], file: &str) -> &'a serde_json::Va
 #[tokio::test]
 async fn duplicate_names_serve_the_first_file_in_name_order_at_start_and_on_reload() {
     let written = TestApp::builder()
+        .admin_token(TEST_ADMIN_TOKEN)
         .add_endpoints(ENDPOINT)
         .write_config()
         .await;
@@ -489,7 +495,7 @@ async fn duplicate_names_serve_the_first_file_in_name_order_at_start_and_on_relo
     std::fs::write(adapters.join("a-reload.wasm"), patched("reload-v01")).unwrap();
     std::fs::write(adapters.join("b-reload.wasm"), patched("reload-t02")).unwrap();
     let app = written.start().await;
-    let client = reqwest::Client::new();
+    let client = admin_client();
     let answer = async |n: usize| send(&app.client, &app.base, &format!("dup-{n}")).await;
 
     // At start: the first in name order serves, the other is refused and says why.
@@ -580,6 +586,7 @@ fn fixtures_with_linked_body(from: &str, dest: &Path, target: &Path) {
 #[tokio::test]
 async fn a_fixture_read_through_a_symlink_refuses_its_adapter_and_leaks_nothing() {
     let written = TestApp::builder()
+        .admin_token(TEST_ADMIN_TOKEN)
         .add_endpoints(ENDPOINT)
         .write_config()
         .await;
@@ -592,7 +599,7 @@ async fn a_fixture_read_through_a_symlink_refuses_its_adapter_and_leaks_nothing(
         &secrets,
     );
     let app = written.start().await;
-    let client = reqwest::Client::new();
+    let client = admin_client();
     let all = wait_for_states(&client, &app.admin, &[("stripe.wasm", "refused", None)]).await;
     let stripe = status_of(&all, "stripe.wasm");
     assert!(
@@ -633,6 +640,7 @@ async fn a_fixture_read_through_a_symlink_refuses_its_adapter_and_leaks_nothing(
     // Nothing of the secrets file reaches what an operator or a log reader sees.
     let shown = get_text(&client, &format!("{}/admin/adapters", app.admin)).await;
     for secret in [
+        TEST_ADMIN_TOKEN,
         STRIPE_SECRET,
         STRIPE_OLD_SECRET,
         GITHUB_SECRET,

@@ -14,15 +14,7 @@ fn wit_0_1_stripe() -> Vec<u8> {
 
 /// `/admin/adapters`' row for `file`.
 async fn status_of(app: &TestApp, file: &str) -> Option<serde_json::Value> {
-    let files: Vec<serde_json::Value> = app
-        .client
-        .get(format!("{}/admin/adapters", app.admin))
-        .send()
-        .await
-        .ok()?
-        .json()
-        .await
-        .ok()?;
+    let files: Vec<serde_json::Value> = app.admin_get("/admin/adapters").await.json().await.ok()?;
     files.into_iter().find(|f| f["file"] == file)
 }
 
@@ -68,6 +60,7 @@ async fn accepts_stripe(app: &TestApp, id: &str) {
 #[tokio::test]
 async fn a_0_1_component_serves_beside_0_2_components() {
     let written = TestApp::builder()
+        .admin_token(TEST_ADMIN_TOKEN)
         .add_adapter("slack.wasm")
         .write_config()
         .await;
@@ -94,7 +87,10 @@ async fn a_0_1_component_serves_beside_0_2_components() {
 
 #[tokio::test]
 async fn one_file_hot_reloads_from_0_2_to_0_1_and_back() {
-    let app = TestApp::builder().start().await;
+    let app = TestApp::builder()
+        .admin_token(TEST_ADMIN_TOKEN)
+        .start()
+        .await;
     let path = app.config.dir.path().join("adapters/stripe.wasm");
     let v0_2 = std::fs::read(&path).unwrap();
     let v0_1 = wit_0_1_stripe();

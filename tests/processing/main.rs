@@ -9,6 +9,7 @@ mod backlog;
 mod batches;
 mod claims;
 mod crash;
+mod deliveries_admin;
 mod encryption;
 mod failures;
 mod headers;

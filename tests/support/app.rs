@@ -73,6 +73,26 @@ pub async fn opened_payload(db: &PgPool, payload_ref: uuid::Uuid) -> Vec<u8> {
         .expect("payload opens")
 }
 
+/// The admin API's bearer token in tests that turn the API on (`.admin_token(...)`).
+pub const TEST_ADMIN_TOKEN: &str = "test-admin-token-0123456789abcdef0123456789";
+/// The secret set that holds it.
+pub const TEST_ADMIN_SET: &str = "wharf-admin";
+
+/// A client that sends `Authorization: Bearer TEST_ADMIN_TOKEN` on every request.
+pub fn admin_client() -> reqwest::Client {
+    let mut value = reqwest::header::HeaderValue::try_from(format!("Bearer {TEST_ADMIN_TOKEN}"))
+        .expect("header value");
+    value.set_sensitive(true);
+    reqwest::Client::builder()
+        .default_headers(
+            [(reqwest::header::AUTHORIZATION, value)]
+                .into_iter()
+                .collect(),
+        )
+        .build()
+        .expect("client")
+}
+
 static TRACING: AtomicBool = AtomicBool::new(false);
 
 fn init_tracing() {
@@ -103,12 +123,21 @@ pub struct TestAppBuilder {
     payload_keys: String,
     /// `[server.tls]` files (cert, key); none: `plain_http = true`.
     tls: Option<(PathBuf, PathBuf)>,
+    /// The admin API's token (set `TEST_ADMIN_SET`, appended to the secrets file); none: the
+    /// admin listener serves health, readiness and metrics only.
+    admin_token: Option<String>,
 }
 
 impl TestAppBuilder {
     /// Replaces the payload key file's text (by default: [`TEST_PAYLOAD_KEY`] as `test-1`).
     pub fn payload_key_file(mut self, text: impl Into<String>) -> Self {
         self.payload_keys = text.into();
+        self
+    }
+    /// Turns the admin API on with this bearer token: `[server] admin_token_secret` names a
+    /// set appended to the secrets file (after any `secrets_file` text).
+    pub fn admin_token(mut self, token: &str) -> Self {
+        self.admin_token = Some(token.to_owned());
         self
     }
     /// Replaces the secrets file's text.
@@ -170,7 +199,15 @@ impl TestAppBuilder {
             std::fs::copy(&src, adapters.join(src.file_name().unwrap())).unwrap();
         }
         let secrets = dir.path().join("secrets.toml");
-        std::fs::write(&secrets, &self.secrets).unwrap();
+        let mut secrets_text = self.secrets.clone();
+        let mut admin = String::new();
+        if let Some(token) = &self.admin_token {
+            secrets_text.push_str(&format!(
+                "\n[[{TEST_ADMIN_SET}]]\nversion = \"1\"\nvalue = \"{token}\"\n"
+            ));
+            admin = format!("admin_token_secret = \"{TEST_ADMIN_SET}\"\n");
+        }
+        std::fs::write(&secrets, secrets_text).unwrap();
         std::fs::write(dir.path().join("payload-keys.toml"), &self.payload_keys).unwrap();
         let database_url = match self.database_url {
             Some(url) => url,
@@ -190,7 +227,7 @@ impl TestAppBuilder {
 listen = "127.0.0.1:0"
 admin_listen = "127.0.0.1:0"
 max_body_bytes = {max_body}
-{transport}
+{admin}{transport}
 [database]
 url = "{database_url}"
 {database_extra}
@@ -217,6 +254,7 @@ key_file = "payload-keys.toml"
             config_path,
             secrets_path: secrets,
             database_url,
+            admin_token: self.admin_token,
             clock: self.clock,
         }
     }
@@ -233,6 +271,8 @@ pub struct WrittenConfig {
     pub config_path: PathBuf,
     pub secrets_path: PathBuf,
     pub database_url: String,
+    /// The admin API's token, when the builder turned the API on.
+    pub admin_token: Option<String>,
     clock: Option<SharedClock>,
 }
 
@@ -298,7 +338,17 @@ impl TestApp {
                 "current = \"test-1\"\n[keys]\ntest-1 = \"{TEST_PAYLOAD_KEY}\"\n"
             ),
             tls: None,
+            admin_token: None,
         }
+    }
+
+    /// GET on the admin listener, with the admin token when the app has one.
+    pub async fn admin_get(&self, path: &str) -> reqwest::Response {
+        let mut request = self.client.get(format!("{}{path}", self.admin));
+        if let Some(token) = &self.config.admin_token {
+            request = request.bearer_auth(token);
+        }
+        request.send().await.expect("admin answers")
     }
 
     pub async fn post(

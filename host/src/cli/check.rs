@@ -146,6 +146,16 @@ async fn check(path: &Path, report: &mut Report) -> Option<String> {
             Ok(secrets) => {
                 let names: Vec<&str> = secrets.set_names().collect();
                 problems.extend(config.missing_secret_sets(&names, &secrets_file));
+                // The admin API's tokens, as a start would check them.
+                if let Some(set) = &config.server.admin_token_secret {
+                    let now = time::OffsetDateTime::now_utc();
+                    if let Err(e) = crate::http::admin_tokens(&secrets, set, now) {
+                        problems.push(Problem::at_key(
+                            KeyPath::section("server", "admin_token_secret"),
+                            format!("[server] admin_token_secret: {e}"),
+                        ));
+                    }
+                }
                 Some((secrets, secrets_text))
             }
         },

@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 mod check;
+mod deliveries;
 mod dev;
 mod scaffold;
 
@@ -16,6 +17,9 @@ use crate::events;
 use crate::retention;
 use crate::server::{ProcessingHost, Server, ServerOptions};
 use crate::support::sealing::PayloadKeys;
+
+/// The admin API's bearer token for `wharf adapter status`, when the config is not at hand.
+const ADMIN_TOKEN_ENV: &str = "WHARF_ADMIN_TOKEN";
 
 /// The config file when none is named (`wharf dev` has its own).
 const DEFAULT_CONFIG: &str = "wharf.toml";
@@ -61,6 +65,11 @@ enum Command {
     Events {
         #[command(subcommand)]
         command: EventsCommand,
+    },
+    /// Inspect and replay deliveries to route targets.
+    Deliveries {
+        #[command(subcommand)]
+        command: deliveries::DeliveriesCommand,
     },
     /// Adapter tools.
     Adapter {
@@ -136,6 +145,9 @@ enum EventsCommand {
         /// Also send again deliveries that were already sent.
         #[arg(long)]
         resend: bool,
+        /// Count what would be requeued and change nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Delete events received before a moment, with their markers, notices, deliveries and
     /// payloads (retention does this by itself after `[retention]` days; this is for an
@@ -167,7 +179,8 @@ enum AdapterCommand {
     /// Run an adapter's fixtures through the host's verification path, without a database.
     /// Prints a diff for each failing case and exits non-zero if any fails.
     Test { file: PathBuf, fixtures: PathBuf },
-    /// Show every adapter file a running receiver has seen (from its admin listener).
+    /// Show every adapter file a running receiver has seen (from its admin API, with the
+    /// token of `[server] admin_token_secret` from the secrets file, or WHARF_ADMIN_TOKEN).
     Status {
         /// The admin listener, `host:port`; defaults to `admin_listen` in the config.
         #[arg(long, env = "WHARF_ADMIN_LISTEN")]
@@ -265,6 +278,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 .then(|| payload_keys(named.as_deref()))
                 .transpose()?;
             events(&database_url(named.as_deref())?, keys.as_ref(), command).await
+        }
+        Command::Deliveries { command } => {
+            let pool = operator_pool(&database_url(named.as_deref())?).await?;
+            deliveries::run(&pool, command).await
         }
         Command::Adapter { command } => adapter(command, &file(DEFAULT_CONFIG)).await,
         Command::Config {
@@ -385,16 +402,31 @@ async fn adapter(command: AdapterCommand, config: &Path) -> anyhow::Result<()> {
             Ok(())
         }
         AdapterCommand::Status { admin } => {
-            let admin = match admin {
-                Some(a) => a,
-                None => Config::load_unvalidated(config)?
-                    .server
-                    .admin_listen
+            // The bearer token: `WHARF_ADMIN_TOKEN` (never a flag, which `ps` would show), else
+            // the newest of the set `[server] admin_token_secret` names, from the secrets file.
+            let token = std::env::var(ADMIN_TOKEN_ENV)
+                .ok()
+                .filter(|t| !t.is_empty());
+            // The config only for what the command line does not say.
+            let loaded = match (&admin, &token) {
+                (Some(_), Some(_)) => None,
+                _ => Some(Config::load_unvalidated(config)?),
+            };
+            let admin = match (admin, &loaded) {
+                (Some(a), _) => a,
+                (None, loaded) => loaded
+                    .as_ref()
+                    .and_then(|c| c.server.admin_listen)
                     .ok_or_else(|| anyhow::anyhow!("no admin_listen in the config: use --admin"))?
                     .to_string(),
             };
+            let token = match (token, &loaded) {
+                (Some(t), _) => t,
+                (None, Some(c)) => admin_token(c)?,
+                (None, None) => unreachable!("the config is loaded without a token"),
+            };
             let files: Vec<crate::adapter::FileStatus> =
-                admin_get(&admin, "/admin/adapters").await?;
+                admin_get(&admin, "/admin/adapters", &token).await?;
             println!(
                 "{:<28} {:<9} {:<20} {:<14} {:<12} error",
                 "file", "state", "adapter", "version", "sha256"
@@ -425,15 +457,45 @@ async fn adapter(command: AdapterCommand, config: &Path) -> anyhow::Result<()> {
     }
 }
 
-/// The admin listener's JSON at `path`.
-async fn admin_get<T: serde::de::DeserializeOwned>(addr: &str, path: &str) -> anyhow::Result<T> {
+/// The admin API's bearer token: the newest unexpired version of the set `[server]
+/// admin_token_secret` names, from the config's secrets file.
+fn admin_token(config: &Config) -> anyhow::Result<String> {
+    let set = config.server.admin_token_secret.as_deref().ok_or_else(|| {
+        anyhow::anyhow!(
+            "no [server] admin_token_secret in the config: the admin API is off (see \
+             docs/operations.md, \"Admin API\")"
+        )
+    })?;
+    let file = &config.secrets.file;
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| anyhow::anyhow!("secrets file {}: {e}", file.display()))?;
+    let secrets = crate::ingest::Secrets::parse(&text)
+        .map_err(|e| anyhow::anyhow!("secrets file {}: {e}", file.display()))?;
+    crate::http::client_token(&secrets, set, time::OffsetDateTime::now_utc())
+}
+
+/// The admin API's JSON at `path`; its error body's message when it refuses.
+async fn admin_get<T: serde::de::DeserializeOwned>(
+    addr: &str,
+    path: &str,
+    token: &str,
+) -> anyhow::Result<T> {
     let base = addr.trim_start_matches("http://").trim_end_matches('/');
     let url = format!("http://{base}{path}");
-    let response = reqwest::get(&url)
+    let response = reqwest::Client::new()
+        .get(&url)
+        .bearer_auth(token)
+        .send()
         .await
-        .map_err(|e| anyhow::anyhow!("admin listener {base}: {e}"))?
-        .error_for_status()
         .map_err(|e| anyhow::anyhow!("admin listener {base}: {e}"))?;
+    let status = response.status();
+    if !status.is_success() {
+        let body: serde_json::Value = response.json().await.unwrap_or_default();
+        anyhow::bail!(
+            "admin listener {base}: {path} answered {status}: {}",
+            body["message"].as_str().unwrap_or("(no message)")
+        );
+    }
     Ok(response.json().await?)
 }
 
@@ -478,18 +540,23 @@ async fn work(
     host.run_until_cancelled().await
 }
 
-async fn events(
-    database_url: &str,
-    payload_keys: Option<&PayloadKeys>,
-    command: EventsCommand,
-) -> anyhow::Result<()> {
-    let pool = sqlx::postgres::PgPoolOptions::new()
+/// One connection for an operator command.
+async fn operator_pool(database_url: &str) -> anyhow::Result<sqlx::PgPool> {
+    sqlx::postgres::PgPoolOptions::new()
         .max_connections(1)
         // A database that does not answer is an error within seconds, not a long wait.
         .acquire_timeout(std::time::Duration::from_secs(5))
         .connect(database_url)
         .await
-        .map_err(|e| anyhow::anyhow!("database: {e}"))?;
+        .map_err(|e| anyhow::anyhow!("database: {e}"))
+}
+
+async fn events(
+    database_url: &str,
+    payload_keys: Option<&PayloadKeys>,
+    command: EventsCommand,
+) -> anyhow::Result<()> {
+    let pool = operator_pool(database_url).await?;
     let filter = |status: Option<String>, endpoint, limit| -> anyhow::Result<events::Filter> {
         Ok(events::Filter {
             status: status.as_deref().map(events::check_status).transpose()?,
@@ -504,7 +571,17 @@ async fn events(
             limit,
             json,
         } => {
-            let rows = events::list(&pool, &filter(status, endpoint, limit)?).await?;
+            let filter = filter(status, endpoint, limit)?;
+            let rows = events::list(&pool, &filter).await?;
+            // No silent cap: a list the limit cut short says so (after the rows).
+            let total = events::count(&pool, &filter).await?;
+            let note = (total > rows.len() as i64).then(|| {
+                format!(
+                    "showing the newest {} of {} matching (--limit {limit})",
+                    crate::deliveries::thousands(rows.len() as i64),
+                    crate::deliveries::thousands(total)
+                )
+            });
             if !json {
                 println!(
                     "INBOX_ID\tSTATUS\tATTEMPTS\tENDPOINT\tTYPE\tEVENT_ID\tRECEIVED\tLAST_ERROR"
@@ -528,6 +605,13 @@ async fn events(
                         received,
                         r.last_error.unwrap_or_default()
                     );
+                }
+            }
+            if let Some(note) = note {
+                if json {
+                    eprintln!("{note}");
+                } else {
+                    println!("{note}");
                 }
             }
         }
@@ -554,6 +638,7 @@ async fn events(
             endpoint,
             limit,
             resend,
+            dry_run,
         } => {
             if status.is_some() || endpoint.is_some() {
                 ids.extend(events::ids(&pool, &filter(status, endpoint, limit)?).await?);
@@ -562,8 +647,12 @@ async fn events(
                 !ids.is_empty(),
                 "name event ids, or select with --status/--endpoint"
             );
-            let replayed = events::replay(&pool, &ids, resend).await?;
-            println!("{}", serde_json::to_string(&replayed)?);
+            let replayed = events::replay_or_count(&pool, &ids, resend, dry_run).await?;
+            let mut report = serde_json::to_value(&replayed)?;
+            if dry_run {
+                report["dry_run"] = true.into();
+            }
+            println!("{report}");
         }
         EventsCommand::Purge {
             before,

@@ -1,4 +1,6 @@
-//! The admin listener: liveness, readiness, metrics and the adapter files' status.
+//! The admin listener: liveness, readiness and metrics, open to whoever reaches it; with an
+//! admin token configured, the admin API and the adapter files' status behind it
+//! (`admin_api`). Any other path is a JSON 404.
 
 use std::sync::Arc;
 
@@ -8,6 +10,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
+use super::admin_api::{AdminApi, not_found};
 use super::public::HttpState;
 use crate::processing::Processing;
 use crate::support::metrics::Metrics;
@@ -15,13 +18,19 @@ use crate::support::metrics::Metrics;
 /// The OpenMetrics text that `Metrics::render` writes (typed counters, `_total`, `# EOF`).
 pub const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-pub fn admin_router(state: HttpState) -> Router {
-    Router::new()
+pub fn admin_router(state: HttpState, api: Option<AdminApi>) -> Router {
+    let open = Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(ready))
         .route("/metrics", get(metrics))
+        .with_state(state.clone());
+    let Some(api) = api else {
+        return open.fallback(not_found);
+    };
+    let adapters = Router::new()
         .route("/admin/adapters", get(adapter_status))
-        .with_state(state)
+        .with_state(state);
+    open.merge(api.protect(adapters)).fallback(not_found)
 }
 
 /// Every adapter file and what became of it (`wharf adapter status` reads this).
@@ -41,9 +50,9 @@ fn metrics_text(metrics: &Metrics) -> Response {
 }
 
 /// The admin listener of `wharf worker`: liveness, readiness (its database pool answers) and
-/// its own metrics.
-pub fn processing_admin_router(processing: Arc<Processing>) -> Router {
-    Router::new()
+/// its own metrics; with an admin token, the admin API too.
+pub fn processing_admin_router(processing: Arc<Processing>, api: Option<AdminApi>) -> Router {
+    let open = Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route(
             "/readyz",
@@ -61,7 +70,12 @@ pub fn processing_admin_router(processing: Arc<Processing>) -> Router {
             "/metrics",
             get(|State(p): State<Arc<Processing>>| async move { metrics_text(&p.metrics) }),
         )
-        .with_state(processing)
+        .with_state(processing);
+    match api {
+        Some(api) => open.merge(api.protect(Router::new())),
+        None => open,
+    }
+    .fallback(not_found)
 }
 
 /// Ready when the database answers and the secrets file is readable.

@@ -1,0 +1,502 @@
+//! The admin API: the operator queries of `wharf events` and `wharf deliveries` as JSON, and
+//! `/admin/adapters`, behind a bearer token.
+//!
+//! Tokens are the unexpired `value`s of the secret set `[server] admin_token_secret` names,
+//! read from the live secrets file at each request, so a rotation (a new version, the old one
+//! given an `expires_at`) applies without a restart. A presented token is compared with each
+//! of them in constant time (SHA-256 digests, so lengths leak nothing either). Without the
+//! setting no route here exists: the admin listener serves health, readiness and metrics
+//! only, and `/admin/*` is 404. Payloads are never sent.
+//!
+//! Errors are `{"error": code, "message": ...}`, like the public API's; database causes are
+//! logged, never sent.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::extract::{Extension, Path, Query, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::json;
+use sha2::{Digest, Sha256};
+use sqlx::PgPool;
+use subtle::ConstantTimeEq;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use super::client::ClientInfo;
+use crate::adapter::KeyEncoding;
+use crate::config::Config;
+use crate::deliveries::{self, QueryError, ReplayRequest};
+use crate::events;
+use crate::ingest::{KeyEncodings, KeySource, SecretsError};
+use crate::support::clock::SharedClock;
+
+/// Tokens are compared as raw bytes.
+const ENCODINGS: KeyEncodings = KeyEncodings {
+    secret: KeyEncoding::Raw,
+    public_key: None,
+};
+/// A token shorter than this is refused (at start, and fails closed later): a guessable one
+/// would open replay to anyone who can reach the listener.
+pub const MIN_TOKEN_BYTES: usize = 32;
+const MAX_TOKEN_BYTES: usize = 1024;
+/// A page when the query names no `limit`.
+const DEFAULT_PAGE: i64 = 100;
+/// What `WWW-Authenticate` names.
+const REALM: &str = "Bearer realm=\"wharf-admin\"";
+
+/// The set's unexpired tokens at `now`, or why it cannot authenticate anyone (the set and
+/// version named, never a value).
+pub fn admin_tokens(
+    source: &dyn KeySource,
+    set: &str,
+    now: OffsetDateTime,
+) -> Result<Vec<Vec<u8>>, String> {
+    let keys = source.keys(set, ENCODINGS, now).map_err(|e| match e {
+        SecretsError::UnknownSet(_) => {
+            format!("admin token secret set {set:?} is not in the secrets file")
+        }
+        SecretsError::AllExpired(_) => {
+            format!("every version of admin token secret set {set:?} has expired")
+        }
+        SecretsError::Undecodable { version, .. } => {
+            format!("admin token secret set {set:?} version {version:?} is empty")
+        }
+        SecretsError::BadPublicKey { version, .. } => format!(
+            "admin token secret set {set:?} version {version:?} has a public_key; tokens are \
+             `value`s"
+        ),
+        // The file's own error may quote its text: the secrets watcher logs it.
+        SecretsError::FileUnreadable(_) => format!(
+            "the secrets file cannot be read or parsed, so admin token secret set {set:?} is \
+             unavailable"
+        ),
+    })?;
+    if keys.secrets.is_empty() {
+        return Err(format!(
+            "admin token secret set {set:?} has no unexpired value"
+        ));
+    }
+    for k in &keys.secrets {
+        let printable = k.key.iter().all(|b| (0x21..=0x7e).contains(b));
+        if !(MIN_TOKEN_BYTES..=MAX_TOKEN_BYTES).contains(&k.key.len()) || !printable {
+            return Err(format!(
+                "admin token secret set {set:?} version {:?}: a token is {MIN_TOKEN_BYTES} to \
+                 {MAX_TOKEN_BYTES} printable ASCII characters without spaces (e.g. `openssl \
+                 rand -hex 32`)",
+                k.version
+            ));
+        }
+    }
+    Ok(keys.secrets.into_iter().map(|k| k.key).collect())
+}
+
+/// The token a client sends: the set's newest unexpired version (`wharf adapter status`).
+pub fn client_token(
+    source: &dyn KeySource,
+    set: &str,
+    now: OffsetDateTime,
+) -> anyhow::Result<String> {
+    let tokens = admin_tokens(source, set, now).map_err(anyhow::Error::msg)?;
+    let first = tokens.into_iter().next().expect("at least one");
+    Ok(String::from_utf8(first).expect("checked printable ASCII"))
+}
+
+/// What the admin API needs: its own small pool (its queries never take a connection from
+/// acknowledgements or processing), the live secrets and the set of tokens.
+#[derive(Clone)]
+pub struct AdminApi {
+    pool: PgPool,
+    keys: Arc<dyn KeySource>,
+    set: Arc<str>,
+    clock: SharedClock,
+}
+
+impl AdminApi {
+    /// The API when `[server] admin_token_secret` is set (its tokens checked now: a set that
+    /// cannot authenticate anyone stops the start), else none.
+    pub fn from_config(
+        config: &Config,
+        keys: Option<Arc<dyn KeySource>>,
+        clock: SharedClock,
+    ) -> anyhow::Result<Option<Self>> {
+        let Some(set) = &config.server.admin_token_secret else {
+            return Ok(None);
+        };
+        let keys = keys.ok_or_else(|| anyhow::anyhow!("the admin API needs the secrets file"))?;
+        admin_tokens(&*keys, set, clock.now()).map_err(|e| {
+            anyhow::anyhow!(
+                "[server] admin_token_secret: {e} ({})",
+                config.secrets.file.display()
+            )
+        })?;
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(2)
+            .acquire_timeout(Duration::from_secs(5))
+            .connect_lazy(config.database_url())?;
+        Ok(Some(Self {
+            pool,
+            keys,
+            set: set.as_str().into(),
+            clock,
+        }))
+    }
+
+    /// `routes` (this listener's own admin routes) and the API's, all behind the token.
+    pub fn protect(self, routes: Router) -> Router {
+        let api = Router::new()
+            .route("/admin/deliveries", get(list_deliveries))
+            .route("/admin/deliveries/replay", post(replay_deliveries))
+            .route("/admin/deliveries/{id}", get(show_delivery))
+            .route("/admin/events", get(list_events))
+            .route("/admin/events/replay", post(replay_events))
+            .route("/admin/events/{id}", get(show_event))
+            .with_state(self.clone());
+        routes
+            .merge(api)
+            .route_layer(middleware::from_fn_with_state(self, require_token))
+    }
+}
+
+/// Every way an admin request fails, answered in one place.
+#[derive(Debug)]
+pub enum ApiError {
+    BadRequest(String),
+    NotFound(String),
+    /// No `Authorization: Bearer` header, or a token that is not one of the set's.
+    Unauthorized {
+        presented: bool,
+    },
+    /// The token set cannot be read now (the file, the set): nobody can be let in.
+    TokensUnavailable,
+    /// The database failed; the cause is logged.
+    Database,
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, code, message) = match self {
+            Self::BadRequest(m) => (StatusCode::BAD_REQUEST, "bad_request", m),
+            Self::NotFound(m) => (StatusCode::NOT_FOUND, "not_found", m),
+            Self::Unauthorized { presented } => (
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                if presented {
+                    "the bearer token is not valid"
+                } else {
+                    "send Authorization: Bearer <token>"
+                }
+                .to_owned(),
+            ),
+            Self::TokensUnavailable => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "secrets_unavailable",
+                "the admin tokens cannot be read; see the log".to_owned(),
+            ),
+            Self::Database => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "database_unavailable",
+                "the database did not answer; see the log".to_owned(),
+            ),
+        };
+        let mut response =
+            (status, Json(json!({"error": code, "message": message}))).into_response();
+        if status == StatusCode::UNAUTHORIZED {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(REALM));
+        }
+        response
+    }
+}
+
+impl From<QueryError> for ApiError {
+    fn from(e: QueryError) -> Self {
+        match e {
+            QueryError::Invalid(m) => Self::BadRequest(m),
+            QueryError::Database(e) => {
+                tracing::warn!(error = %e, "admin API: database");
+                Self::Database
+            }
+        }
+    }
+}
+
+fn database(e: anyhow::Error) -> ApiError {
+    tracing::warn!(error = %format!("{e:#}"), "admin API: database");
+    ApiError::Database
+}
+
+/// The 404 of every path the admin listener does not serve.
+pub async fn not_found() -> Response {
+    ApiError::NotFound("no such admin path".into()).into_response()
+}
+
+async fn require_token(State(api): State<AdminApi>, request: Request, next: Next) -> Response {
+    let presented = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim().as_bytes().to_vec());
+    let tokens = match admin_tokens(&*api.keys, &api.set, api.clock.now()) {
+        Ok(tokens) => tokens,
+        Err(e) => {
+            tracing::error!(error = %e, "admin API refused: no usable token");
+            return ApiError::TokensUnavailable.into_response();
+        }
+    };
+    let Some(presented) = presented else {
+        return ApiError::Unauthorized { presented: false }.into_response();
+    };
+    let digest = Sha256::digest(&presented);
+    // Every token compared, whatever matched first.
+    let valid = tokens.iter().fold(subtle::Choice::from(0), |ok, t| {
+        ok | Sha256::digest(t).ct_eq(&digest)
+    });
+    if !bool::from(valid) {
+        let client = request.extensions().get::<ClientInfo>().map(|c| c.addr);
+        tracing::warn!(client = ?client, path = %request.uri().path(),
+            "admin API refused: wrong bearer token");
+        return ApiError::Unauthorized { presented: true }.into_response();
+    }
+    next.run(request).await
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DeliveryQuery {
+    status: Option<String>,
+    target: Option<String>,
+    sink: Option<String>,
+    endpoint: Option<String>,
+    #[serde(default, with = "time::serde::rfc3339::option")]
+    since: Option<OffsetDateTime>,
+    #[serde(default, with = "time::serde::rfc3339::option")]
+    until: Option<OffsetDateTime>,
+    after: Option<Uuid>,
+    limit: Option<i64>,
+}
+
+async fn list_deliveries(
+    State(api): State<AdminApi>,
+    query: Result<Query<DeliveryQuery>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let Query(q) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let filter = deliveries::Filter {
+        status: q.status,
+        target: q.target,
+        sink: q.sink,
+        endpoint: q.endpoint,
+        since: q.since,
+        until: q.until,
+    }
+    .checked()
+    .map_err(ApiError::BadRequest)?;
+    let page =
+        deliveries::list(&api.pool, &filter, q.after, q.limit.unwrap_or(DEFAULT_PAGE)).await?;
+    let note = page.remainder_note();
+    let mut body = serde_json::to_value(&page).expect("serialisable");
+    body["truncated"] = json!(page.next_after.is_some());
+    body["note"] = json!(note);
+    Ok(Json(body).into_response())
+}
+
+async fn show_delivery(
+    State(api): State<AdminApi>,
+    id: Result<Path<Uuid>, PathRejection>,
+) -> Result<Response, ApiError> {
+    let Path(id) = id.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    match deliveries::show(&api.pool, id).await? {
+        Some(d) => Ok(Json(d).into_response()),
+        None => Err(ApiError::NotFound(format!("no delivery {id}"))),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DeliveryReplayBody {
+    #[serde(default)]
+    ids: Vec<Uuid>,
+    status: Option<String>,
+    target: Option<String>,
+    sink: Option<String>,
+    endpoint: Option<String>,
+    #[serde(default, with = "time::serde::rfc3339::option")]
+    since: Option<OffsetDateTime>,
+    #[serde(default, with = "time::serde::rfc3339::option")]
+    until: Option<OffsetDateTime>,
+    limit: Option<i64>,
+    #[serde(default)]
+    resend: bool,
+    #[serde(default)]
+    dry_run: bool,
+}
+
+async fn replay_deliveries(
+    State(api): State<AdminApi>,
+    client: Option<Extension<ClientInfo>>,
+    body: Result<Json<DeliveryReplayBody>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let Json(b) = body.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let request = ReplayRequest {
+        ids: b.ids,
+        filter: deliveries::Filter {
+            status: b.status,
+            target: b.target,
+            sink: b.sink,
+            endpoint: b.endpoint,
+            since: b.since,
+            until: b.until,
+        }
+        .checked()
+        .map_err(ApiError::BadRequest)?,
+        limit: b.limit.unwrap_or(deliveries::DEFAULT_REPLAY_LIMIT),
+        resend: b.resend,
+        dry_run: b.dry_run,
+    };
+    let replayed = deliveries::replay(&api.pool, &request).await?;
+    if !replayed.dry_run {
+        tracing::info!(target: "wharf::audit", client = ?client.map(|c| c.0.addr),
+            requeued = replayed.requeued.len(), resend = request.resend,
+            "deliveries replayed through the admin API");
+    }
+    let mut body = serde_json::to_value(&replayed).expect("serialisable");
+    body["summary"] = json!(replayed.summary(request.limit));
+    Ok(Json(body).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EventQuery {
+    status: Option<String>,
+    endpoint: Option<String>,
+    limit: Option<i64>,
+}
+
+fn event_filter(
+    status: Option<String>,
+    endpoint: Option<String>,
+    limit: i64,
+) -> Result<events::Filter, ApiError> {
+    if !(1..=deliveries::MAX_LIMIT).contains(&limit) {
+        return Err(ApiError::BadRequest(format!(
+            "limit must be 1..={}",
+            deliveries::MAX_LIMIT
+        )));
+    }
+    Ok(events::Filter {
+        status: status
+            .as_deref()
+            .map(events::check_status)
+            .transpose()
+            .map_err(|e| ApiError::BadRequest(e.to_string()))?,
+        endpoint,
+        limit,
+    })
+}
+
+/// Newest first, at most `limit`, and how many matched in all.
+async fn list_events(
+    State(api): State<AdminApi>,
+    query: Result<Query<EventQuery>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let Query(q) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let filter = event_filter(q.status, q.endpoint, q.limit.unwrap_or(DEFAULT_PAGE))?;
+    let listed = events::list(&api.pool, &filter).await.map_err(database)?;
+    let total = events::count(&api.pool, &filter).await.map_err(database)?;
+    let truncated = total > listed.len() as i64;
+    let note = truncated.then(|| {
+        format!(
+            "showing the newest {} of {} matching (limit {})",
+            deliveries::thousands(listed.len() as i64),
+            deliveries::thousands(total),
+            filter.limit
+        )
+    });
+    Ok(Json(json!({
+        "events": listed,
+        "total": total,
+        "limit": filter.limit,
+        "truncated": truncated,
+        "note": note,
+    }))
+    .into_response())
+}
+
+/// One event without its payload: the API never sends one (`wharf events show --payload`
+/// on the host does, and logs that it did).
+async fn show_event(
+    State(api): State<AdminApi>,
+    id: Result<Path<Uuid>, PathRejection>,
+) -> Result<Response, ApiError> {
+    let Path(id) = id.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    match events::show(&api.pool, id, None).await.map_err(database)? {
+        Some(e) => Ok(Json(e).into_response()),
+        None => Err(ApiError::NotFound(format!("no event {id}"))),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EventReplayBody {
+    #[serde(default)]
+    ids: Vec<Uuid>,
+    status: Option<String>,
+    endpoint: Option<String>,
+    limit: Option<i64>,
+    #[serde(default)]
+    resend: bool,
+    #[serde(default)]
+    dry_run: bool,
+}
+
+async fn replay_events(
+    State(api): State<AdminApi>,
+    client: Option<Extension<ClientInfo>>,
+    body: Result<Json<EventReplayBody>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let Json(b) = body.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let filtered = b.status.is_some() || b.endpoint.is_some();
+    if b.ids.is_empty() && !filtered {
+        return Err(ApiError::BadRequest(
+            "name event ids, or select with status or endpoint".into(),
+        ));
+    }
+    let filter = event_filter(
+        b.status,
+        b.endpoint,
+        b.limit.unwrap_or(deliveries::DEFAULT_REPLAY_LIMIT),
+    )?;
+    let mut ids = b.ids;
+    let mut matched = 0;
+    if filtered {
+        ids.extend(events::ids(&api.pool, &filter).await.map_err(database)?);
+        matched = events::count(&api.pool, &filter).await.map_err(database)?;
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    let replayed = events::replay_or_count(&api.pool, &ids, b.resend, b.dry_run)
+        .await
+        .map_err(database)?;
+    if !b.dry_run {
+        tracing::info!(target: "wharf::audit", client = ?client.map(|c| c.0.addr),
+            events = replayed.events, deliveries = replayed.deliveries, resend = b.resend,
+            "events replayed through the admin API");
+    }
+    Ok(Json(json!({
+        "dry_run": b.dry_run,
+        "matched": matched,
+        "selected": ids.len(),
+        "events": replayed.events,
+        "deliveries": replayed.deliveries,
+    }))
+    .into_response())
+}
