@@ -232,6 +232,7 @@ async fn events_of_one_batch_keep_their_spans_and_a_shared_event_keeps_its_owner
         payload: Bytes::from_static(body.as_bytes()),
         matched_secret_version: "v1".into(),
         events,
+        trace_context: None,
     };
     // Two requests queued together; "evt_shared" is in both, with different spans.
     let (first, second) = tokio::join!(

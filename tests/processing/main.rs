@@ -19,3 +19,4 @@ mod operators;
 mod ordering;
 mod signed;
 mod spans;
+mod traces;

@@ -59,6 +59,7 @@ async fn accept(store: &Store, body: &str, events: Vec<NewEvent>) -> Vec<Accepta
             payload: Bytes::from(body.to_owned()),
             matched_secret_version: "v1".into(),
             events,
+            trace_context: None,
         })
         .await
         .unwrap()
@@ -247,6 +248,7 @@ async fn a_span_past_the_stored_body_is_poison_and_an_inverted_one_is_refused() 
             payload: Bytes::from(body.clone()),
             matched_secret_version: "v1".into(),
             events: vec![event("evt_inverted", "ch_inverted", Some((5, 3)))],
+            trace_context: None,
         })
         .await;
     let error = inverted.unwrap_err().to_string();

@@ -256,19 +256,19 @@ async fn insert(pool: &PgPool, batch: &[Pending]) -> Result<Vec<Vec<Acceptance>>
             SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[],
                 $6::text[], $7::text[], $8::bigint[], $9::timestamptz[], $10::uuid[],
                 $11::bytea[], $12::text[], $13::uuid[], $14::text[], $15::bigint[],
-                $16::bigint[])
+                $16::bigint[], $20::text[])
             AS r(inbox_id, provider, endpoint_id, provider_event_id, event_type, object_id,
                 object_version_kind, object_version, provider_created_at, raw_payload_ref,
                 payload_hash, matched_secret_version, outbox_id, topic, payload_start,
-                payload_end)
+                payload_end, trace_context)
         ), ins AS (
             INSERT INTO webhook_inbox (inbox_id, provider, endpoint_id, provider_event_id,
                 event_type, object_id, object_version_kind, object_version, provider_created_at,
                 raw_payload_ref, payload_hash, matched_secret_version, payload_start,
-                payload_end)
+                payload_end, trace_context)
             SELECT inbox_id, provider, endpoint_id, provider_event_id, event_type, object_id,
                 object_version_kind, object_version, provider_created_at, raw_payload_ref,
-                payload_hash, matched_secret_version, payload_start, payload_end
+                payload_hash, matched_secret_version, payload_start, payload_end, trace_context
             FROM rows
             ON CONFLICT ON CONSTRAINT webhook_inbox_logical_event DO NOTHING
             RETURNING inbox_id, raw_payload_ref
@@ -303,6 +303,7 @@ async fn insert(pool: &PgPool, batch: &[Pending]) -> Result<Vec<Vec<Acceptance>>
     .bind(column(batch, |p| p.payload_ref))
     .bind(column(batch, |p| p.sealed.key_id.as_str()))
     .bind(column(batch, |p| p.sealed.bytes.as_slice()))
+    .bind(columns.trace_contexts)
     .fetch_all(pool)
     .await?;
 
@@ -376,6 +377,8 @@ struct Columns<'a> {
     /// `duplicate`, and the row points into the owner's payload.
     payload_starts: Vec<Option<i64>>,
     payload_ends: Vec<Option<i64>>,
+    /// The owning request's span (`traceparent`), when tracing is on.
+    trace_contexts: Vec<Option<&'a str>>,
 }
 
 impl<'a> Columns<'a> {
@@ -398,6 +401,7 @@ impl<'a> Columns<'a> {
             topics: Vec::with_capacity(n),
             payload_starts: Vec::with_capacity(n),
             payload_ends: Vec::with_capacity(n),
+            trace_contexts: Vec::with_capacity(n),
         };
         for &r in order {
             let Row {
@@ -432,6 +436,8 @@ impl<'a> Columns<'a> {
             c.payload_starts
                 .push(event.payload_span.map(|(start, _)| start));
             c.payload_ends.push(event.payload_span.map(|(_, end)| end));
+            c.trace_contexts
+                .push(pending.submission.trace_context.as_deref());
         }
         c
     }

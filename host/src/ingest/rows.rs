@@ -41,6 +41,9 @@ pub struct Submission {
     pub payload: Bytes,
     pub matched_secret_version: String,
     pub events: Vec<NewEvent>,
+    /// The W3C `traceparent` of the request's span, stored with each event so processing
+    /// (later, maybe on another host) continues its trace; none when tracing is off.
+    pub trace_context: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
