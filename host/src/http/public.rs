@@ -247,6 +247,7 @@ fn truncate(s: &str, max: usize) -> &str {
 }
 
 /// The outcome, and the adapter's fixed acknowledgement if it has one.
+#[allow(clippy::too_many_arguments)]
 async fn handle(
     state: &HttpState,
     endpoint_id: &str,

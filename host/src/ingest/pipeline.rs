@@ -247,6 +247,7 @@ impl Ingest {
 
     /// Steps 4 to 8 on the exact raw bytes (a GET, for adapters that serve one, has none).
     /// `trace_context`: the request span's `traceparent`, stored with its events.
+    #[allow(clippy::too_many_arguments)]
     pub async fn process(
         self: &Arc<Self>,
         admitted: &Admitted,
