@@ -48,6 +48,37 @@ pub struct Config {
     /// How long what is stored is kept.
     #[serde(default)]
     pub retention: RetentionConfig,
+    /// OpenTelemetry traces to an OTLP collector; none: no spans, no exporter.
+    pub tracing: Option<TracingConfig>,
+}
+
+/// `[tracing]`: where spans go and how many traces are kept (docs/operations.md, "Traces").
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TracingConfig {
+    /// The collector's OTLP/HTTP (protobuf) base URL, such as `http://collector:4318`; spans
+    /// are posted to `<otlp_endpoint>/v1/traces`.
+    pub otlp_endpoint: String,
+    #[serde(default = "default_service_name")]
+    pub service_name: String,
+    /// The share of requests whose trace is recorded; processing and deliveries follow the
+    /// request's decision.
+    #[serde(default = "default_sampling_ratio")]
+    pub sampling_ratio: f64,
+    /// How often finished spans are sent to the collector.
+    #[serde(default = "default_export_interval_ms")]
+    pub export_interval_ms: u64,
+}
+
+impl TracingConfig {
+    pub fn settings(&self) -> crate::support::traces::TraceSettings {
+        crate::support::traces::TraceSettings {
+            endpoint: self.otlp_endpoint.clone(),
+            service_name: self.service_name.clone(),
+            sampling_ratio: self.sampling_ratio,
+            export_interval: Duration::from_millis(self.export_interval_ms),
+        }
+    }
 }
 
 /// How long what is stored is kept (`host/src/retention.rs`). Whole UTC days: a day's
@@ -212,7 +243,7 @@ pub struct RouteConfig {
 
 /// Headers Wharf sets on a delivery (or that frame the request), which a route's `headers`
 /// may not replace; names starting with `wharf-` are reserved too.
-pub const RESERVED_DELIVERY_HEADERS: [&str; 14] = [
+pub const RESERVED_DELIVERY_HEADERS: [&str; 15] = [
     "content-type",
     "content-length",
     "host",
@@ -221,6 +252,7 @@ pub const RESERVED_DELIVERY_HEADERS: [&str; 14] = [
     "webhook-timestamp",
     "webhook-signature",
     "traceparent",
+    "tracestate",
     "transfer-encoding",
     "connection",
     "keep-alive",
@@ -589,6 +621,15 @@ fn stars() -> Vec<String> {
 fn yes() -> bool {
     true
 }
+fn default_service_name() -> String {
+    "wharf".into()
+}
+fn default_sampling_ratio() -> f64 {
+    1.0
+}
+fn default_export_interval_ms() -> u64 {
+    5000
+}
 
 impl Config {
     /// Reads the file, applies `WHARF_*` overrides from the environment, resolves paths and
@@ -883,6 +924,28 @@ impl Config {
                 );
             }
         }
+        if let Some(t) = &self.tracing {
+            let endpoint = t.otlp_endpoint.as_str();
+            p.ensure(
+                (endpoint.starts_with("http://") || endpoint.starts_with("https://"))
+                    && endpoint
+                        .parse::<http::Uri>()
+                        .is_ok_and(|u| u.host().is_some())
+                    && !endpoint.contains(['?', '#']),
+                KeyPath::section("tracing", "otlp_endpoint"),
+                || {
+                    "[tracing] otlp_endpoint must be the collector's OTLP/HTTP base URL, \
+                     http(s)://host:port (spans go to its /v1/traces)"
+                        .into()
+                },
+            );
+            p.ensure(
+                (1..=128).contains(&t.service_name.len())
+                    && t.service_name.bytes().all(|b| b.is_ascii_graphic()),
+                KeyPath::section("tracing", "service_name"),
+                || "[tracing] service_name must be 1-128 visible ASCII characters".into(),
+            );
+        }
         if let Some(nats) = &self.nats {
             p.ensure(
                 crate::support::subjects::valid_subject(&nats.accepted_prefix),
@@ -1043,6 +1106,15 @@ impl Config {
             1..=90,
         );
         p.knob("retention", "interval_secs", r.interval_secs, 60..=86_400);
+        if let Some(t) = &self.tracing {
+            p.knob("tracing", "sampling_ratio", t.sampling_ratio, 0.0..=1.0);
+            p.knob(
+                "tracing",
+                "export_interval_ms",
+                t.export_interval_ms,
+                10..=60_000,
+            );
+        }
         for (i, e) in self.endpoints.iter().enumerate() {
             let key = |k: &str| KeyPath::root("endpoint").index(i).key(k);
             let label = |k: &str| format!("endpoint {:?}: {k}", e.id);
@@ -1679,5 +1751,43 @@ mod tests {
         assert!(!glob_match("a*b*c", "aXXcYYb"));
         assert!(glob_match("exact", "exact"));
         assert!(!glob_match("ab*ba", "aba"));
+    }
+
+    #[test]
+    fn tracing_is_off_unless_configured_and_its_settings_are_checked() {
+        assert!(config_with("server", "").unwrap().tracing.is_none());
+        let table = |lines: &str| config_with("worker", &format!("\n[tracing]\n{lines}\n"));
+        let on = table("otlp_endpoint = \"http://collector:4318\"").unwrap();
+        let t = on.tracing.expect("configured");
+        assert_eq!(
+            (
+                t.service_name.as_str(),
+                t.sampling_ratio,
+                t.export_interval_ms
+            ),
+            ("wharf", 1.0, 5000)
+        );
+        for (lines, message) in [
+            ("", "missing field `otlp_endpoint`"),
+            (
+                "otlp_endpoint = \"collector:4318\"",
+                "[tracing] otlp_endpoint must be the collector's OTLP/HTTP base URL",
+            ),
+            (
+                "otlp_endpoint = \"http://c:4318\"\nsampling_ratio = 1.5",
+                "[tracing] sampling_ratio = 1.5 is out of range: allowed 0..=1",
+            ),
+            (
+                "otlp_endpoint = \"http://c:4318\"\nexport_interval_ms = 0",
+                "[tracing] export_interval_ms = 0 is out of range: allowed 10..=60000",
+            ),
+            (
+                "otlp_endpoint = \"http://c:4318\"\nservice_name = \"\"",
+                "[tracing] service_name must be 1-128 visible ASCII characters",
+            ),
+        ] {
+            let error = format!("{:#}", table(lines).unwrap_err());
+            assert!(error.contains(message), "{lines:?}: {error}");
+        }
     }
 }

@@ -29,6 +29,7 @@ use crate::retention::Retention;
 use crate::support::clock::{SharedClock, SystemClock};
 use crate::support::failpoint;
 use crate::support::metrics::Metrics;
+use crate::support::traces::Traces;
 
 /// What tests and embedders may change without a config file.
 #[derive(Clone)]
@@ -127,6 +128,7 @@ impl Server {
                 }
             }
         }
+        let traces = start_traces(&config)?;
         let ingest = Arc::new(
             Ingest::new(
                 config.endpoints.clone(),
@@ -141,12 +143,14 @@ impl Server {
                 config.server.answer_budget(),
                 config.server.min_in_flight,
             ))
-            .with_rate_limits(RateLimits::new(&config.endpoints, &config.providers)),
+            .with_rate_limits(RateLimits::new(&config.endpoints, &config.providers))
+            .with_traces(traces.clone()),
         );
         let config = Arc::new(config);
         let processing = Arc::new(
             Processing::new(Arc::clone(&config), metrics, ingest.signals(), payload_keys)?
-                .with_signing(Arc::clone(&secrets) as Arc<dyn KeySource>, options.clock),
+                .with_signing(Arc::clone(&secrets) as Arc<dyn KeySource>, options.clock)
+                .with_traces(traces.clone()),
         );
         let state = HttpState {
             ingest: Arc::clone(&ingest),
@@ -204,7 +208,11 @@ impl Server {
             ingest,
             secrets,
             processing,
-            background: Background { cancel, tasks },
+            background: Background {
+                cancel,
+                tasks,
+                traces,
+            },
         })
     }
 
@@ -252,7 +260,8 @@ impl ProcessingHost {
             Arc::new(Metrics::default()),
             Arc::default(),
             payload_keys,
-        )?;
+        )?
+        .with_traces(start_traces(&config)?);
         let cancel = CancellationToken::new();
         let mut tasks = JoinSet::new();
         let retention = Retention::new(
@@ -294,10 +303,15 @@ impl ProcessingHost {
             }
             None => None,
         };
+        let traces = processing.traces.clone();
         Ok(Self {
             processing,
             admin_addr,
-            background: Background { cancel, tasks },
+            background: Background {
+                cancel,
+                tasks,
+                traces,
+            },
         })
     }
 
@@ -457,10 +471,20 @@ async fn serve_on(
     Ok(bound)
 }
 
-/// Every task of a process under one cancellation token.
+/// The exporter when `[tracing]` is configured; otherwise tracing is off.
+fn start_traces(config: &Config) -> anyhow::Result<Traces> {
+    match &config.tracing {
+        Some(t) => Traces::start(&t.settings()),
+        None => Ok(Traces::off()),
+    }
+}
+
+/// Every task of a process under one cancellation token, and the trace exporter flushed
+/// once they have all ended.
 struct Background {
     cancel: CancellationToken,
     tasks: JoinSet<anyhow::Result<()>>,
+    traces: Traces,
 }
 
 impl Background {
@@ -475,6 +499,13 @@ impl Background {
     }
 
     async fn wait(&mut self) -> anyhow::Result<()> {
+        let result = self.join().await;
+        // The spans of the last requests and deliveries, which the tasks just finished.
+        self.traces.shutdown().await;
+        result
+    }
+
+    async fn join(&mut self) -> anyhow::Result<()> {
         while let Some(result) = self.tasks.join_next().await {
             result??;
         }

@@ -234,6 +234,7 @@ async fn events_of_one_batch_keep_their_spans_and_a_shared_event_keeps_its_owner
         events,
         received_at: time::OffsetDateTime::now_utc(),
         redelivery_window: time::Duration::days(7),
+        trace_context: None,
     };
     // Two requests queued together; "evt_shared" is in both, with different spans.
     let (first, second) = tokio::join!(

@@ -21,3 +21,4 @@ mod ordering;
 mod retention;
 mod signed;
 mod spans;
+mod traces;

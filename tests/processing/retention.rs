@@ -405,9 +405,8 @@ fn wharf_events(args: &[&str], config: &std::path::Path) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_event_accepted_before_partitioning_is_processed_and_deduplicated_after_it() {
-    use bytes::Bytes;
     use std::borrow::Cow;
-    use wharf::ingest::{MIGRATOR, NewEvent, Store, Submission};
+    use wharf::ingest::MIGRATOR;
 
     // The schema as it was before the partitioning migration, with an event accepted on it.
     let url = fresh_database().await;
@@ -424,33 +423,32 @@ async fn an_event_accepted_before_partitioning_is_processed_and_deduplicated_aft
     };
     let db = sqlx::PgPool::connect(&url).await.unwrap();
     before.run(&db).await.unwrap();
-    let store = Store::connect_lazy(
-        &url,
-        2,
-        std::time::Duration::from_secs(2),
-        test_payload_keys(),
+    // Written as the release before it wrote them: plain rows, the body sealed for its row.
+    let inbox_id = uuid::Uuid::now_v7();
+    let payload_ref = uuid::Uuid::now_v7();
+    let body = stripe_event("evt_before_upgrade");
+    let sealed = test_payload_keys().seal(payload_ref, body.as_bytes());
+    sqlx::query(
+        "WITH ins AS (
+             INSERT INTO webhook_inbox (inbox_id, provider, endpoint_id, provider_event_id,
+                 event_type, object_id, raw_payload_ref, payload_hash, matched_secret_version)
+             VALUES ($1, 'stripe', 'stripe', 'evt_before_upgrade', 'payment_intent.succeeded',
+                 'pi_123', $2, sha256($4), '2026-11')
+         ), notice AS (
+             INSERT INTO webhook_outbox (outbox_id, inbox_id, topic)
+             VALUES ($5, $1, 'stripe.payment_intent.succeeded')
+         )
+         INSERT INTO webhook_payloads (payload_ref, key_id, body) VALUES ($2, $3, $6)",
     )
+    .bind(inbox_id)
+    .bind(payload_ref)
+    .bind(&sealed.key_id)
+    .bind(body.as_bytes())
+    .bind(uuid::Uuid::now_v7())
+    .bind(&sealed.bytes)
+    .execute(&db)
+    .await
     .unwrap();
-    let accepted = store
-        .accept(Submission {
-            payload: Bytes::from(stripe_event("evt_before_upgrade")),
-            matched_secret_version: "2026-11".into(),
-            events: vec![NewEvent {
-                provider: "stripe".into(),
-                endpoint_id: "stripe".into(),
-                event_id: "evt_before_upgrade".into(),
-                event_type: "payment_intent.succeeded".into(),
-                object_id: Some("pi_123".into()),
-                object_version: None,
-                created_at: None,
-                payload_span: None,
-            }],
-            received_at: OffsetDateTime::now_utc(),
-            redelivery_window: time::Duration::days(7),
-        })
-        .await
-        .unwrap();
-    let inbox_id = accepted[0].inbox_id();
     assert_eq!(
         scalar_i64(
             &db,

@@ -61,6 +61,7 @@ async fn accept(store: &Store, body: &str, events: Vec<NewEvent>) -> Vec<Accepta
             events,
             received_at: time::OffsetDateTime::now_utc(),
             redelivery_window: time::Duration::days(7),
+            trace_context: None,
         })
         .await
         .unwrap()
@@ -251,6 +252,7 @@ async fn a_span_past_the_stored_body_is_poison_and_an_inverted_one_is_refused() 
             events: vec![event("evt_inverted", "ch_inverted", Some((5, 3)))],
             received_at: time::OffsetDateTime::now_utc(),
             redelivery_window: time::Duration::days(7),
+            trace_context: None,
         })
         .await;
     let error = inverted.unwrap_err().to_string();

@@ -14,12 +14,14 @@
 //!
 //! - [`receiver`]: an HTTP receiver that records the deliveries it gets.
 //! - [`nats`]: a NATS stream private to one test.
+//! - [`collector`]: an OTLP/HTTP collector that keeps the spans it is sent.
 //! - [`wait`]: polling until the system converges.
 
 // Each test binary compiles the whole tree and uses part of it; every item is used by one.
 #![allow(dead_code)]
 
 pub mod app;
+pub mod collector;
 pub mod database;
 pub mod files;
 pub mod get;

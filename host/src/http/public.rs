@@ -20,6 +20,7 @@ use tokio::sync::Semaphore;
 use super::client::ClientInfo;
 use crate::ingest::{Ingest, IngestError, Outcome, RequestFacts, inbox_ids};
 use crate::support::metrics::Metrics;
+use crate::support::traces::{KeyValue, SpanKind, TraceSpan};
 
 /// Seconds a client should wait before retrying a 503.
 const RETRY_AFTER_SECS: &str = "5";
@@ -117,6 +118,18 @@ async fn answer(
 ) -> Response {
     let started = Instant::now();
     let mut facts = RequestFacts::default();
+    // Always the root of a new trace: a `traceparent` a client sends is not taken (providers
+    // send none, and anyone could pick the trace an accepted event joins).
+    let mut span = state.ingest.traces().span(
+        "wharf.ingest",
+        SpanKind::Server,
+        None,
+        vec![
+            KeyValue::new("http.request.method", method.as_str().to_owned()),
+            KeyValue::new("http.route", "/webhooks/{endpoint_id}"),
+        ],
+    );
+    let trace_context = span.as_ref().map(TraceSpan::traceparent);
     // Whether a refusal before the read leaves body bytes on the connection.
     let body_may_follow = !axum::body::HttpBody::is_end_stream(&body);
     let result = handle(
@@ -127,6 +140,7 @@ async fn answer(
         headers,
         body,
         &mut facts,
+        trace_context,
     )
     .await;
     let mut response = match &result {
@@ -165,6 +179,26 @@ async fn answer(
         .ingest
         .metrics()
         .request(label, outcome, elapsed.as_secs_f64());
+    if let Some(span) = span.as_mut() {
+        // What the log line says, less the client and the secret's version.
+        span.set("wharf.endpoint", label.to_owned());
+        span.set("wharf.outcome", outcome);
+        span.set("http.response.status_code", i64::from(status));
+        for (key, value) in [
+            ("wharf.provider", &facts.adapter),
+            ("wharf.adapter_version", &facts.adapter_version),
+            ("wharf.event_id", &facts.event_id),
+            ("wharf.inbox_id", &inbox_id),
+        ] {
+            if let Some(value) = value {
+                span.set(key, value.clone());
+            }
+        }
+        if status >= 500 {
+            span.fail(outcome);
+        }
+    }
+    drop(span);
     let client_addr = client.map(|c| c.addr.to_string()).unwrap_or_default();
     let scheme = client.map_or("", |c| c.scheme());
     // One line per request; 5xx at WARN so operators see sandbox, secret and storage trouble.
@@ -213,6 +247,7 @@ fn truncate(s: &str, max: usize) -> &str {
 }
 
 /// The outcome, and the adapter's fixed acknowledgement if it has one.
+#[allow(clippy::too_many_arguments)]
 async fn handle(
     state: &HttpState,
     endpoint_id: &str,
@@ -221,6 +256,7 @@ async fn handle(
     headers: HeaderMap,
     body: Body,
     facts: &mut RequestFacts,
+    trace_context: Option<String>,
 ) -> Result<(Outcome, Option<Answer>), IngestError> {
     let admitted = state.ingest.admit(endpoint_id)?;
     let header_bytes: usize = headers
@@ -267,6 +303,7 @@ async fn handle(
             query.map(str::to_owned),
             body,
             facts,
+            trace_context,
         )
         .await?;
     Ok((outcome, admitted.adapter.info.ack.clone()))

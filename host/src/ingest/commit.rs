@@ -270,11 +270,11 @@ async fn insert(pool: &PgPool, batch: &[Pending]) -> Result<Vec<Vec<Acceptance>>
             SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[],
                 $6::text[], $7::text[], $8::bigint[], $9::timestamptz[], $10::uuid[],
                 $11::bytea[], $12::text[], $13::uuid[], $14::text[], $15::bigint[],
-                $16::bigint[], $20::timestamptz[], $21::uuid[])
+                $16::bigint[], $20::timestamptz[], $21::uuid[], $24::text[])
             AS r(inbox_id, provider, endpoint_id, provider_event_id, event_type, object_id,
                 object_version_kind, object_version, provider_created_at, raw_payload_ref,
                 payload_hash, matched_secret_version, outbox_id, topic, payload_start,
-                payload_end, received_at, dedup_floor)
+                payload_end, received_at, dedup_floor, trace_context)
         ), existing AS (
             -- Copies stored within each event's window; $22, the batch's oldest floor, lets
             -- the planner skip the partitions before it.
@@ -289,10 +289,11 @@ async fn insert(pool: &PgPool, batch: &[Pending]) -> Result<Vec<Vec<Acceptance>>
             INSERT INTO webhook_inbox (inbox_id, provider, endpoint_id, provider_event_id,
                 event_type, object_id, object_version_kind, object_version, provider_created_at,
                 raw_payload_ref, payload_hash, matched_secret_version, payload_start,
-                payload_end, received_at)
+                payload_end, received_at, trace_context)
             SELECT inbox_id, provider, endpoint_id, provider_event_id, event_type, object_id,
                 object_version_kind, object_version, provider_created_at, raw_payload_ref,
-                payload_hash, matched_secret_version, payload_start, payload_end, received_at
+                payload_hash, matched_secret_version, payload_start, payload_end, received_at,
+                trace_context
             FROM rows
             WHERE inbox_id NOT IN (SELECT row_id FROM existing)
             -- The partition's own unique key, in case the locks were bypassed.
@@ -343,6 +344,7 @@ async fn insert(pool: &PgPool, batch: &[Pending]) -> Result<Vec<Vec<Acceptance>>
             .unwrap_or_default(),
     )
     .bind(column(batch, |p| p.submission.received_at))
+    .bind(columns.trace_contexts)
     .fetch_all(&mut *tx)
     .await?;
     tx.commit().await?;
@@ -417,6 +419,8 @@ struct Columns<'a> {
     received_at: Vec<OffsetDateTime>,
     /// The smallest id a stored copy may have to make this event a duplicate.
     dedup_floors: Vec<Uuid>,
+    /// The owning request's span (`traceparent`), when tracing is on.
+    trace_contexts: Vec<Option<&'a str>>,
 }
 
 impl<'a> Columns<'a> {
@@ -441,6 +445,7 @@ impl<'a> Columns<'a> {
             payload_ends: Vec::with_capacity(n),
             received_at: Vec::with_capacity(n),
             dedup_floors: Vec::with_capacity(n),
+            trace_contexts: Vec::with_capacity(n),
         };
         for &r in order {
             let Row {
@@ -480,6 +485,8 @@ impl<'a> Columns<'a> {
             c.payload_starts
                 .push(event.payload_span.map(|(start, _)| start));
             c.payload_ends.push(event.payload_span.map(|(_, end)| end));
+            c.trace_contexts
+                .push(pending.submission.trace_context.as_deref());
         }
         c
     }

@@ -26,6 +26,7 @@ use crate::support::failpoint;
 use crate::support::metrics::Metrics;
 use crate::support::redact;
 use crate::support::signals::Signals;
+use crate::support::traces::Traces;
 
 /// Longest provider event id or event type kept; longer is a malformed envelope.
 const MAX_ID_BYTES: usize = 255;
@@ -91,6 +92,7 @@ pub struct Ingest {
     signals: Arc<Signals>,
     admission: Admission,
     rate_limits: RateLimits,
+    traces: Traces,
 }
 
 impl Ingest {
@@ -118,6 +120,7 @@ impl Ingest {
             signals: Arc::default(),
             admission: Admission::default(),
             rate_limits,
+            traces: Traces::off(),
         }
     }
 
@@ -132,6 +135,16 @@ impl Ingest {
     pub fn with_admission(mut self, admission: Admission) -> Self {
         self.admission = admission;
         self
+    }
+
+    /// Requests traced with this tracer (`[tracing]`); off by default.
+    pub fn with_traces(mut self, traces: Traces) -> Self {
+        self.traces = traces;
+        self
+    }
+
+    pub fn traces(&self) -> &Traces {
+        &self.traces
     }
 
     pub fn admission(&self) -> &Admission {
@@ -233,6 +246,8 @@ impl Ingest {
     }
 
     /// Steps 4 to 8 on the exact raw bytes (a GET, for adapters that serve one, has none).
+    /// `trace_context`: the request span's `traceparent`, stored with its events.
+    #[allow(clippy::too_many_arguments)]
     pub async fn process(
         self: &Arc<Self>,
         admitted: &Admitted,
@@ -241,6 +256,7 @@ impl Ingest {
         query: Option<String>,
         body: Bytes,
         facts: &mut RequestFacts,
+        trace_context: Option<String>,
     ) -> Result<Outcome, IngestError> {
         // Past capacity the request is refused here, before any guest call or MAC; the ticket
         // is held until the answer.
@@ -285,7 +301,8 @@ impl Ingest {
         match verified? {
             Verified::Done(outcome) => Ok(outcome),
             // 8. One transaction; the answer waits for the commit.
-            Verified::Accept(submission) => {
+            Verified::Accept(mut submission) => {
+                submission.trace_context = trace_context;
                 let started = std::time::Instant::now();
                 let stored = self.store.accept(submission).await;
                 self.metrics.db_commit(started.elapsed().as_secs_f64());
@@ -472,6 +489,7 @@ pub async fn verify_and_parse(
         events,
         received_at: now,
         redelivery_window: time::Duration::days(i64::from(endpoint.redelivery_window_days())),
+        trace_context: None,
     }))
 }
 

@@ -47,6 +47,9 @@ pub struct Submission {
     /// How far back a copy of one of these events is a duplicate (the endpoint's
     /// `redelivery_window_days`); older rows of the same key do not count.
     pub redelivery_window: time::Duration,
+    /// The W3C `traceparent` of the request's span, stored with each event so processing
+    /// (later, maybe on another host) continues its trace; none when tracing is off.
+    pub trace_context: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -16,6 +16,7 @@ use crate::support::clock::{SharedClock, SystemClock};
 use crate::support::metrics::Metrics;
 use crate::support::sealing::PayloadKeys;
 use crate::support::signals::Signals;
+use crate::support::traces::Traces;
 
 /// What every processing task shares.
 pub struct Processing {
@@ -31,6 +32,8 @@ pub struct Processing {
     pub signing_keys: Option<Arc<dyn KeySource>>,
     /// The clock of signed deliveries' `webhook-timestamp` and of their keys' expiry.
     pub clock: SharedClock,
+    /// Spans for processing and deliveries (`[tracing]`); off by default.
+    pub traces: Traces,
 }
 
 impl Processing {
@@ -73,7 +76,14 @@ impl Processing {
             payload_keys,
             signing_keys: None,
             clock: Arc::new(SystemClock),
+            traces: Traces::off(),
         })
+    }
+
+    /// Traces processing and deliveries with this tracer, continuing each request's trace.
+    pub fn with_traces(mut self, traces: Traces) -> Self {
+        self.traces = traces;
+        self
     }
 
     /// Signs deliveries with keys from `keys`, stamped by `clock`.

@@ -39,6 +39,7 @@ use crate::config::{RouteConfig, SinkKind};
 use crate::ingest::redact_db;
 use crate::support::columns::column;
 use crate::support::failpoint;
+use crate::support::traces::{KeyValue, SpanKind};
 
 /// Sends at once, per relay (one relay per target).
 const IN_FLIGHT: usize = 32;
@@ -77,7 +78,12 @@ struct Claimed {
     body: Result<Vec<u8>, PayloadError>,
     /// When the event was accepted: the start of its delivery latency.
     received_at: time::OffsetDateTime,
+    /// The accepting request's `traceparent`, the parent of each attempt's span.
+    trace_context: Option<String>,
 }
+
+/// The `traceparent` (and `tracestate`, if any) of an attempt's span, sent with it.
+type TraceHeaders = (String, Option<String>);
 
 /// Which deliveries a relay sends.
 #[derive(Debug, Clone)]
@@ -226,7 +232,7 @@ impl DeliveryRelay {
              SELECT c.delivery_id, c.inbox_id, c.sink, c.target, c.attempt_count,
                     c.max_attempts, i.endpoint_id, i.provider_event_id, i.event_type,
                     pl.body, c.claim_id, pl.payload_ref, pl.key_id, i.payload_start,
-                    i.payload_end, i.received_at
+                    i.payload_end, i.received_at, i.trace_context
              FROM claimed c
              JOIN webhook_inbox i ON i.inbox_id = c.inbox_id
              LEFT JOIN webhook_payloads pl ON pl.payload_ref = i.raw_payload_ref",
@@ -266,6 +272,7 @@ impl DeliveryRelay {
                 },
                 claim_id: r.get(10),
                 received_at: r.get(15),
+                trace_context: r.get(16),
             })
             .collect())
     }
@@ -336,7 +343,21 @@ impl DeliveryRelay {
         let p = &self.processing;
         // A panic in a send (a bug) is a failed attempt, not a claim retaken forever.
         let started = std::time::Instant::now();
-        let send = AssertUnwindSafe(self.send(&d)).catch_unwind();
+        // A child of the accepting request's span; its context goes out with the attempt.
+        let mut span = p.traces.span(
+            "wharf.deliver",
+            SpanKind::Producer,
+            d.trace_context.as_deref(),
+            vec![
+                KeyValue::new("wharf.delivery_id", d.delivery_id.to_string()),
+                KeyValue::new("wharf.inbox_id", d.inbox_id.to_string()),
+                KeyValue::new("wharf.sink", d.sink.clone()),
+                KeyValue::new("wharf.target", d.target.clone()),
+                KeyValue::new("wharf.attempt", i64::from(d.attempt)),
+            ],
+        );
+        let trace = span.as_ref().map(|s| (s.traceparent(), s.tracestate()));
+        let send = AssertUnwindSafe(self.send(&d, trace.as_ref())).catch_unwind();
         let result = tokio::select! {
             r = send => r.unwrap_or_else(|_| Err(Failure::Transient("the send panicked".into()))),
             _ = cancel.cancelled() => {
@@ -356,6 +377,13 @@ impl DeliveryRelay {
             Err(Failure::Transient(e)) => ("PENDING", Some(e), p.backoff(d.attempt), "retry"),
         };
         p.metrics.delivery(&d.sink, outcome);
+        if let Some(span) = span.as_mut() {
+            span.set("wharf.outcome", outcome);
+            if let Some(e) = &error {
+                span.fail(e.clone());
+            }
+        }
+        drop(span);
         let since_accepted = (outcome == "sent")
             .then(|| (time::OffsetDateTime::now_utc() - d.received_at).as_seconds_f64());
         p.metrics.delivery_attempt(
@@ -384,7 +412,7 @@ impl DeliveryRelay {
         })
     }
 
-    async fn send(&self, d: &Claimed) -> Result<(), Failure> {
+    async fn send(&self, d: &Claimed, trace: Option<&TraceHeaders>) -> Result<(), Failure> {
         let body = d.body.as_ref().map_err(|why| match why.is_transient() {
             true => Failure::Transient(why.to_string()),
             false => Failure::Permanent(why.to_string()),
@@ -408,6 +436,12 @@ impl DeliveryRelay {
                 }
                 for (name, value) in self.route_headers(d, &key, body)? {
                     request = request.header(name, value);
+                }
+                if let Some((traceparent, tracestate)) = trace {
+                    request = request.header("traceparent", traceparent);
+                    if let Some(tracestate) = tracestate {
+                        request = request.header("tracestate", tracestate);
+                    }
                 }
                 let response = request.send().await.map_err(|e| {
                     Failure::Transient(if e.is_timeout() {
@@ -437,7 +471,14 @@ impl DeliveryRelay {
                 let nats = self.processing.nats.as_ref().ok_or_else(|| {
                     Failure::Transient("no [nats] configured on this host".into())
                 })?;
-                let headers = super::nats::headers(&key, &headers).map_err(|e| unsendable(&e.0))?;
+                let mut extra = headers.to_vec();
+                if let Some((traceparent, tracestate)) = trace {
+                    extra.push(("traceparent", traceparent));
+                    if let Some(tracestate) = tracestate {
+                        extra.push(("tracestate", tracestate));
+                    }
+                }
+                let headers = super::nats::headers(&key, &extra).map_err(|e| unsendable(&e.0))?;
                 nats.publish(
                     d.target.clone(),
                     headers,

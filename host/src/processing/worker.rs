@@ -16,7 +16,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use sqlx::{Postgres, Row, Transaction};
 use tokio_util::sync::CancellationToken;
@@ -28,6 +28,7 @@ use crate::config::EndpointConfig;
 use crate::ingest::redact_db;
 use crate::support::columns::column;
 use crate::support::failpoint;
+use crate::support::traces::{KeyValue, SpanKind, TraceSpan};
 
 /// One claimed inbox row. `claim_id` is the lease token, fresh for every claim and never
 /// reused (replay and giving a claim back leave it unmatched): every later update of the row
@@ -47,6 +48,10 @@ pub struct Claim {
     pub payload_span: Option<(i64, i64)>,
     pub attempt: i32,
     pub claim_id: Uuid,
+    /// The accepting request's `traceparent` (`[tracing]` on where it was accepted).
+    pub trace_context: Option<String>,
+    /// When it was claimed: the start of its processing span.
+    pub claimed_at: SystemTime,
 }
 
 impl Claim {
@@ -312,12 +317,14 @@ impl Worker {
              WHERE i.inbox_id = due.inbox_id
              RETURNING i.inbox_id, i.provider, i.endpoint_id, i.provider_event_id, i.event_type,
                        i.object_id, i.object_version_kind, i.object_version, i.raw_payload_ref,
-                       i.attempt_count, i.claim_id, i.payload_start, i.payload_end",
+                       i.attempt_count, i.claim_id, i.payload_start, i.payload_end,
+                       i.trace_context",
         )
         .bind(i64::from(w.batch_size))
         .bind(w.lease_secs as f64)
         .fetch_all(&self.processing.pool)
         .await?;
+        let claimed_at = SystemTime::now();
         let mut claims: Vec<Claim> = rows
             .into_iter()
             .map(|r| Claim {
@@ -334,6 +341,8 @@ impl Worker {
                 payload_span: r.get::<Option<i64>, _>(11).zip(r.get::<Option<i64>, _>(12)),
                 attempt: r.get(9),
                 claim_id: r.get(10),
+                trace_context: r.get(13),
+                claimed_at,
             })
             .collect();
         // UPDATE ... RETURNING has no order; decide in version order, so a batch holding
@@ -349,7 +358,42 @@ impl Worker {
         for (i, error) in committed.left_out {
             self.record_failure(&claims[i], error).await;
         }
+        if self.processing.traces.enabled() {
+            let applied: HashMap<Uuid, &Applied> =
+                committed.applied.iter().map(|a| (a.inbox_id, a)).collect();
+            for claim in claims {
+                if let Some(a) = applied.get(&claim.inbox_id) {
+                    self.trace(claim, "processed", |span| {
+                        span.set("wharf.effect", a.outcome.as_str());
+                        span.set("wharf.deliveries_planned", a.deliveries as i64);
+                    });
+                }
+            }
+        }
         self.acknowledge(&committed.applied);
+    }
+
+    /// The span of one processing attempt, from its claim to now: a child of the accepting
+    /// request's span (stored with the inbox row), so one trace runs from the request to
+    /// its deliveries whichever host processes it.
+    fn trace(&self, claim: &Claim, outcome: &'static str, more: impl FnOnce(&mut TraceSpan)) {
+        let Some(mut span) = self.processing.traces.span_since(
+            "wharf.process",
+            SpanKind::Consumer,
+            claim.trace_context.as_deref(),
+            Some(claim.claimed_at),
+            vec![
+                KeyValue::new("wharf.inbox_id", claim.inbox_id.to_string()),
+                KeyValue::new("wharf.endpoint", claim.endpoint_id.clone()),
+                KeyValue::new("wharf.provider", claim.provider.clone()),
+                KeyValue::new("wharf.event_type", claim.event_type.clone()),
+                KeyValue::new("wharf.attempt", i64::from(claim.attempt)),
+                KeyValue::new("wharf.outcome", outcome),
+            ],
+        ) else {
+            return;
+        };
+        more(&mut span);
     }
 
     /// After the commit: metrics and waking the delivery relays.
@@ -534,6 +578,7 @@ impl Worker {
         .await;
         let outcome = if failed { "failed" } else { "retry" };
         p.metrics.worker_event(outcome);
+        self.trace(claim, outcome, |span| span.fail(message.clone()));
         tracing::warn!(
             inbox_id = %claim.inbox_id,
             endpoint = %claim.endpoint_id,

@@ -10,4 +10,5 @@ pub mod sealing;
 pub mod signals;
 pub mod subjects;
 pub mod toml_lines;
+pub mod traces;
 pub mod watch;
