@@ -55,6 +55,7 @@ fn retention_counted(
         },
         metrics,
     )
+    .trusting_any_clock()
 }
 
 /// How many rows of `table` belong to the given provider event ids.
@@ -142,9 +143,9 @@ async fn exactly_the_expired_days_are_dropped_and_a_day_with_work_left_is_kept()
     let in_d1: i64 = scalar_i64(&app.db, &format!("SELECT count(*) FROM {d1_inbox}")).await;
     assert_eq!(in_d1, 2, "each row in its clock's day");
 
+    let at = |unix: i64| OffsetDateTime::from_unix_timestamp(unix).unwrap();
     // Payloads kept 10 days, events 30. Ten days after the end of day 1: its payloads (and
     // today's) go, its events stay.
-    let at = |unix: i64| OffsetDateTime::from_unix_timestamp(unix).unwrap();
     let pass = retention(&app, 10, 30)
         .try_execute(at(d2 + 10 * DAY + 60))
         .await
@@ -265,6 +266,28 @@ async fn exactly_the_expired_days_are_dropped_and_a_day_with_work_left_is_kept()
         again.created.is_empty() && again.dropped.is_empty(),
         "{again:?}"
     );
+    app.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_whose_clock_is_far_from_the_databases_drops_nothing() {
+    let app = TestApp::builder().start().await;
+    let (headers, body) = signed_stripe_event("evt_skew");
+    assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
+    wait_until_converged(&app.db).await;
+    // Forty days ahead: by its clock today's day has expired, by the database's it has not.
+    let ahead = OffsetDateTime::now_utc() + time::Duration::days(40);
+    let pass = Retention::new(
+        app.db.clone(),
+        RetentionConfig::default(),
+        Arc::new(Metrics::default()),
+    )
+    .try_execute(ahead)
+    .await
+    .unwrap();
+    assert!(pass.clock_skewed, "{pass:?}");
+    assert!(pass.dropped.is_empty(), "{:?}", pass.dropped);
+    assert_eq!(rows_of(&app.db, &["evt_skew"]).await, (1, 1));
     app.shutdown().await;
 }
 
