@@ -6,6 +6,7 @@ use std::time::Duration;
 use wharf::config::Config;
 use wharf::server::ProcessingHost;
 
+use crate::support::process::wharf_events;
 use crate::support::{app::*, database::*, http::*, receiver::*, signing::*, wait::*};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -78,23 +79,6 @@ fn without_stripe_endpoint(config: &std::path::Path) -> std::path::PathBuf {
     broken
 }
 
-fn wharf(args: &[&str], config: &std::path::Path) -> String {
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_wharf"))
-        .args(["events", "--config"])
-        .arg(config)
-        .args(args)
-        .env_remove("WHARF_DATABASE_URL")
-        .env_remove("DATABASE_URL")
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "wharf events {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_poison_event_ends_failed_and_is_replayed_after_the_fix() {
     let app = TestApp::builder()
@@ -122,10 +106,10 @@ async fn a_poison_event_ends_failed_and_is_replayed_after_the_fix() {
     broken.shutdown().await.unwrap();
 
     // The operator finds it, with a diagnostic and no payload.
-    let listed = wharf(&["list", "--status", "failed"], &config);
+    let listed = wharf_events(&["list", "--status", "failed"], &config);
     assert!(listed.contains(&inbox_id), "{listed}");
     let shown: serde_json::Value =
-        serde_json::from_str(&wharf(&["show", &inbox_id], &config)).unwrap();
+        serde_json::from_str(&wharf_events(&["show", &inbox_id], &config)).unwrap();
     assert_eq!(shown["status"], "FAILED");
     assert_eq!(shown["attempt_count"], 1, "poison: no retries");
     assert_eq!(
@@ -138,7 +122,7 @@ async fn a_poison_event_ends_failed_and_is_replayed_after_the_fix() {
         "no payload unless asked"
     );
     let with_payload: serde_json::Value =
-        serde_json::from_str(&wharf(&["show", &inbox_id, "--payload"], &config)).unwrap();
+        serde_json::from_str(&wharf_events(&["show", &inbox_id, "--payload"], &config)).unwrap();
     assert_eq!(with_payload["payload"]["utf8"], body.as_str());
 
     // After the fix (a worker with the right config), a replay processes it.
@@ -146,7 +130,7 @@ async fn a_poison_event_ends_failed_and_is_replayed_after_the_fix() {
         .await
         .unwrap();
     let replayed: serde_json::Value =
-        serde_json::from_str(&wharf(&["replay", &inbox_id], &config)).unwrap();
+        serde_json::from_str(&wharf_events(&["replay", &inbox_id], &config)).unwrap();
     assert_eq!(replayed["events"], 1);
     wait_until_converged(&app.db).await;
     assert_eq!(app.count("processed_events").await, 1);

@@ -6,16 +6,8 @@ use crate::support::{app::*, http::*, nats::*, signing::*, wait::*};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nats_deliveries_carry_the_inbox_id_and_are_deduplicated() {
     let scope = NatsScope::new();
-    let subject = format!("{}.deliveries", scope.prefix.trim_end_matches(".accepted"));
-    let stream_name = format!("{}_DELIVERIES", scope.stream);
+    let (subject, stream_name) = scope.deliveries_stream().await;
     let js = NatsScope::jetstream().await;
-    js.create_stream(async_nats::jetstream::stream::Config {
-        name: stream_name.clone(),
-        subjects: vec![subject.clone()],
-        ..Default::default()
-    })
-    .await
-    .unwrap();
 
     let route = format!(
         "[[route]]\nendpoint = \"*\"\nevents = [\"payment_intent.*\"]\nsink = \"nats\"\nsubject = \"{subject}\"\n"

@@ -10,6 +10,7 @@ use wharf::retention::Retention;
 use wharf::support::clock::FixedClock;
 use wharf::support::metrics::Metrics;
 
+use crate::support::process::wharf_events;
 use crate::support::{app::*, database::*, http::*, signing::*, wait::*};
 
 const DAY: i64 = 86_400;
@@ -111,6 +112,18 @@ fn events_dropped(pass: &wharf::retention::Pass) -> Vec<String> {
     dropped
 }
 
+/// The event tables' partitions of one day (`legacy` or `p<date>`), sorted.
+fn event_tables(day: &str) -> Vec<String> {
+    [
+        "deliveries",
+        "processed_events",
+        "webhook_inbox",
+        "webhook_outbox",
+    ]
+    .map(|t| format!("{t}_{day}"))
+    .to_vec()
+}
+
 fn day_name(unix_midnight: i64) -> String {
     let d = OffsetDateTime::from_unix_timestamp(unix_midnight)
         .unwrap()
@@ -200,28 +213,14 @@ async fn exactly_the_expired_days_are_dropped_and_a_day_with_work_left_is_kept()
     }
     assert_eq!(
         events_dropped(&pass),
-        [
-            "deliveries",
-            "processed_events",
-            "webhook_inbox",
-            "webhook_outbox"
-        ]
-        .map(|t| format!("{t}_legacy"))
-        .to_vec(),
+        event_tables("legacy"),
         "today's day is finished and older than 30 days"
     );
     let mut kept = pass.kept.clone();
     kept.sort();
     assert_eq!(
         kept,
-        [
-            "deliveries",
-            "processed_events",
-            "webhook_inbox",
-            "webhook_outbox"
-        ]
-        .map(|t| format!("{t}_{}", day_name(d1)))
-        .to_vec(),
+        event_tables(&day_name(d1)),
         "day 1 still holds a pending event"
     );
     assert_eq!(rows_of(&app.db, &["evt_today"]).await, (0, 0));
@@ -237,17 +236,7 @@ async fn exactly_the_expired_days_are_dropped_and_a_day_with_work_left_is_kept()
         .await
         .unwrap();
     assert!(pass.kept.is_empty());
-    assert_eq!(
-        events_dropped(&pass),
-        [
-            "deliveries",
-            "processed_events",
-            "webhook_inbox",
-            "webhook_outbox"
-        ]
-        .map(|t| format!("{t}_{}", day_name(d1)))
-        .to_vec(),
-    );
+    assert_eq!(events_dropped(&pass), event_tables(&day_name(d1)),);
     assert!(!partition_exists(&app.db, &d1_inbox).await);
     assert_eq!(rows_of(&app.db, &["evt_d1_a", "evt_d1_b"]).await, (0, 0));
     assert_eq!(rows_of(&app.db, &["evt_d2"]).await, (1, 1));
@@ -407,23 +396,6 @@ async fn purge_deletes_finished_events_before_a_moment_and_skips_unfinished_ones
     assert_eq!(app.count("webhook_inbox").await, 0);
     assert_eq!(app.count("webhook_payloads").await, 0);
     app.shutdown().await;
-}
-
-fn wharf_events(args: &[&str], config: &std::path::Path) -> String {
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_wharf"))
-        .args(["events", "--config"])
-        .arg(config)
-        .args(args)
-        .env_remove("WHARF_DATABASE_URL")
-        .env_remove("DATABASE_URL")
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "wharf events {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

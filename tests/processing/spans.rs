@@ -13,6 +13,7 @@ use uuid::Uuid;
 use wharf::ingest::{Acceptance, NewEvent, Store, StoredVersion, Submission};
 use wharf::processing::{DeliveryRelay, Lane, Worker};
 
+use crate::support::process::wharf_events;
 use crate::support::{app::*, database::*, receiver::*};
 
 const ITEM_A: &str = r#"{"id":"evt_span_a","type":"charge.succeeded","object":"ch_a","amount":1}"#;
@@ -65,23 +66,6 @@ async fn accept(store: &Store, body: &str, events: Vec<NewEvent>) -> Vec<Accepta
         })
         .await
         .unwrap()
-}
-
-fn wharf_events(args: &[&str], config: &std::path::Path) -> String {
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_wharf"))
-        .args(["events", "--config"])
-        .arg(config)
-        .args(args)
-        .env_remove("WHARF_DATABASE_URL")
-        .env_remove("DATABASE_URL")
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "wharf events {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -32,16 +32,8 @@ async fn one_trace_runs_from_the_request_through_processing_to_each_delivery() {
     let collector = Collector::start().await;
     let receiver = Receiver::start(Behaviour::ok()).await;
     let scope = NatsScope::new();
-    let subject = format!("{}.deliveries", scope.prefix.trim_end_matches(".accepted"));
-    let stream_name = format!("{}_DELIVERIES", scope.stream);
+    let (subject, stream_name) = scope.deliveries_stream().await;
     let js = NatsScope::jetstream().await;
-    js.create_stream(async_nats::jetstream::stream::Config {
-        name: stream_name.clone(),
-        subjects: vec![subject.clone()],
-        ..Default::default()
-    })
-    .await
-    .unwrap();
     let nats_route = format!(
         "[[route]]\nendpoint = \"stripe\"\nevents = [\"*\"]\nsink = \"nats\"\nsubject = \"{subject}\"\n"
     );

@@ -30,6 +30,22 @@ impl NatsScope {
     }
 
     /// Messages the accepted-events stream holds.
+    /// A stream of this test's own for `nats` deliveries: (subject, stream name).
+    pub async fn deliveries_stream(&self) -> (String, String) {
+        let subject = format!("{}.deliveries", self.prefix.trim_end_matches(".accepted"));
+        let stream_name = format!("{}_DELIVERIES", self.stream);
+        Self::jetstream()
+            .await
+            .create_stream(async_nats::jetstream::stream::Config {
+                name: stream_name.clone(),
+                subjects: vec![subject.clone()],
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        (subject, stream_name)
+    }
+
     pub async fn accepted_messages(&self) -> u64 {
         let js = Self::jetstream().await;
         let mut stream = js.get_stream(&self.stream).await.expect("stream exists");

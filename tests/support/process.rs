@@ -16,6 +16,25 @@ pub fn run_wharf(args: &[&str]) -> Output {
         .expect("wharf runs")
 }
 
+/// Runs `wharf events --config CONFIG <args...>` (the database from the config alone), asserts
+/// it succeeded, and returns its stdout.
+pub fn wharf_events(args: &[&str], config: &Path) -> String {
+    let output = Command::new(env!("CARGO_BIN_EXE_wharf"))
+        .args(["events", "--config"])
+        .arg(config)
+        .args(args)
+        .env_remove("WHARF_DATABASE_URL")
+        .env_remove("DATABASE_URL")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "wharf events {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
 /// Runs `wharf <args...>` to its end in `dir`, with `env` and no database in its environment
 /// unless `env` sets one.
 pub fn run_wharf_in(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
