@@ -13,16 +13,13 @@ use crate::support::{app::*, database::*, http::*, receiver::*, signing::*, wait
 
 /// `wharf deliveries --config CONFIG <args>`: (stdout, stderr), asserting success.
 fn deliveries(config: &std::path::Path, args: &[&str]) -> (String, String) {
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_wharf"))
-        .args(["deliveries", "--config"])
-        .arg(config)
-        .args(args)
-        .env_remove("WHARF_DATABASE_URL")
-        .env_remove("DATABASE_URL")
-        .env_remove("WHARF_CONFIG")
-        .env("RUST_LOG", "warn")
-        .output()
-        .unwrap();
+    let mut all = vec![
+        "deliveries",
+        "--config",
+        config.to_str().expect("UTF-8 path"),
+    ];
+    all.extend_from_slice(args);
+    let output = crate::support::process::run_wharf(&all);
     let (stdout, stderr) = (
         String::from_utf8(output.stdout).unwrap(),
         String::from_utf8(output.stderr).unwrap(),

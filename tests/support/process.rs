@@ -19,14 +19,9 @@ pub fn run_wharf(args: &[&str]) -> Output {
 /// Runs `wharf events --config CONFIG <args...>` (the database from the config alone), asserts
 /// it succeeded, and returns its stdout.
 pub fn wharf_events(args: &[&str], config: &Path) -> String {
-    let output = Command::new(env!("CARGO_BIN_EXE_wharf"))
-        .args(["events", "--config"])
-        .arg(config)
-        .args(args)
-        .env_remove("WHARF_DATABASE_URL")
-        .env_remove("DATABASE_URL")
-        .output()
-        .unwrap();
+    let mut all = vec!["events", "--config", config.to_str().expect("UTF-8 path")];
+    all.extend_from_slice(args);
+    let output = run_wharf(&all);
     assert!(
         output.status.success(),
         "wharf events {args:?}: {}",

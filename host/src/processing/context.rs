@@ -59,9 +59,13 @@ impl Processing {
         // moment; one made while a table was small (a new install, the first minute of a
         // burst) scanned it whole on every batch once it had grown, until the next analyze
         // (`bench-processing.sh live 60000` fell 20 s behind; with this, under 1.2 s).
-        let options = options
-            .application_name("wharf-worker")
-            .options([("synchronous_commit", "off"), ("enable_seqscan", "off")]);
+        let options = options.application_name("wharf-worker").options([
+            ("synchronous_commit", "off"),
+            ("enable_seqscan", "off"),
+            // Partitioned tables: prune when the plan runs rather than plan every
+            // execution again (see `ingest::Store::connect_lazy`).
+            ("plan_cache_mode", "force_generic_plan"),
+        ]);
         let pool = PgPoolOptions::new()
             .max_connections(config.worker.db_connections)
             .acquire_timeout(Duration::from_secs(10))
