@@ -276,15 +276,21 @@ async fn insert(pool: &PgPool, batch: &[Pending]) -> Result<Vec<Vec<Acceptance>>
                 payload_hash, matched_secret_version, outbox_id, topic, payload_start,
                 payload_end, received_at, dedup_floor, trace_context)
         ), existing AS (
-            -- Copies stored within each event's window; $22, the batch's oldest floor, lets
-            -- the planner skip the partitions before it.
-            SELECT DISTINCT ON (r.inbox_id) r.inbox_id AS row_id, w.inbox_id
+            -- A copy stored within each event's window; $22, the batch's oldest floor, lets
+            -- the executor skip the partitions before it. A lateral probe per row, so the
+            -- plan is an index lookup in each partition whatever the statistics said when
+            -- the connection prepared it (a join planned on empty tables scanned them all).
+            -- Partitions are probed oldest first: with more than one copy in the window, the
+            -- oldest answers.
+            SELECT r.inbox_id AS row_id, w.inbox_id
             FROM rows r
-            JOIN webhook_inbox w
-              ON w.provider = r.provider AND w.endpoint_id = r.endpoint_id
-             AND w.provider_event_id = r.provider_event_id
-             AND w.inbox_id >= r.dedup_floor AND w.inbox_id >= $22
-            ORDER BY r.inbox_id, w.inbox_id
+            CROSS JOIN LATERAL (
+                SELECT w.inbox_id FROM webhook_inbox w
+                WHERE w.provider = r.provider AND w.endpoint_id = r.endpoint_id
+                  AND w.provider_event_id = r.provider_event_id
+                  AND w.inbox_id >= r.dedup_floor AND w.inbox_id >= $22
+                LIMIT 1
+            ) w
         ), ins AS (
             INSERT INTO webhook_inbox (inbox_id, provider, endpoint_id, provider_event_id,
                 event_type, object_id, object_version_kind, object_version, provider_created_at,
