@@ -17,8 +17,8 @@ use tower::ServiceExt as _;
 use crate::adapter::{Sandbox, SandboxLimits};
 use crate::config::{self, Config, ServerConfig};
 use crate::http::{
-    AdminApi, CertStore, HttpState, TrustedProxies, admin_router, processing_admin_router,
-    public_router,
+    AdminApi, CertStore, HttpState, OpenConnections, TrustedProxies, admin_router,
+    processing_admin_router, public_router,
 };
 use crate::ingest::Store;
 use crate::ingest::{Admission, CommitSettings, Ingest, RateLimits};
@@ -396,12 +396,8 @@ async fn serve_on(
         .max_buf_size(limits.max_buf_size);
     tasks.spawn(async move {
         let open = Arc::new(Semaphore::new(limits.max_connections));
-        loop {
-            // At the cap, stop accepting: further connections wait in the kernel's backlog.
-            let permit = tokio::select! {
-                permit = Arc::clone(&open).acquire_owned() => permit?,
-                () = token.cancelled() => break,
-            };
+        let connections = Arc::new(OpenConnections::default());
+        'serve: loop {
             let (stream, peer) = tokio::select! {
                 accepted = listener.accept() => match accepted {
                     Ok(accepted) => accepted,
@@ -414,16 +410,34 @@ async fn serve_on(
                 },
                 () = token.cancelled() => break,
             };
+            // At the cap, the connection just accepted waits (and further ones wait in the
+            // kernel's backlog) while one between requests is closed to make room, or, when
+            // every one is busy, the next to finish a request.
+            let permit = match Arc::clone(&open).try_acquire_owned() {
+                Ok(permit) => permit,
+                Err(_) => loop {
+                    // One closing is enough: its permit comes back when it has closed.
+                    let closing = connections.close_one_idle();
+                    tokio::select! {
+                        permit = Arc::clone(&open).acquire_owned() => break permit?,
+                        () = connections.some_became_idle(), if !closing => continue,
+                        () = token.cancelled() => break 'serve,
+                    }
+                },
+            };
             let _ = stream.set_nodelay(true);
             let https = tls.is_some();
             let proxies = Arc::clone(&proxies);
+            let registered = Arc::new(connections.open());
+            let requests = Arc::clone(&registered);
             let service = router
                 .clone()
                 .map_request(move |mut request: hyper::Request<_>| {
                     let client = proxies.client(peer.ip(), https, request.headers());
                     request.extensions_mut().insert(client);
                     request
-                });
+                })
+                .map_future(move |response| requests.serving(response));
             let (http, tls, token) = (http.clone(), tls.clone(), token.clone());
             tokio::spawn(async move {
                 let stream = match tls {
@@ -458,7 +472,16 @@ async fn serve_on(
                         conn.as_mut().graceful_shutdown();
                         let _ = conn.await;
                     }
+                    // The listener is at the cap and this connection is between requests.
+                    () = registered.close_requested() => {
+                        conn.as_mut().graceful_shutdown();
+                        tokio::select! {
+                            _ = conn.as_mut() => {}
+                            () = token.cancelled() => {}
+                        }
+                    }
                 }
+                drop(registered);
                 drop(permit);
             });
         }

@@ -177,8 +177,11 @@ async fn past_the_body_budget_requests_get_503_overloaded_before_their_body_is_r
     assert_eq!(app.count("webhook_inbox").await, 1);
 }
 
+/// At the cap, a connection kept alive between requests is closed to make room for a new one
+/// (otherwise idle keep-alive connections would hold every slot while new ones waited in the
+/// kernel's backlog); a connection serving a request is never taken.
 #[tokio::test]
-async fn the_connection_cap_holds_further_connections_until_one_closes() {
+async fn at_the_connection_cap_an_idle_connection_makes_room_and_a_busy_one_does_not() {
     let app = TestApp::builder()
         .write_config()
         .await
@@ -186,22 +189,57 @@ async fn the_connection_cap_holds_further_connections_until_one_closes() {
         .start()
         .await;
     let request = b"GET /nothing-here HTTP/1.1\r\nhost: x\r\n\r\n";
-    let mut open = Vec::new();
+    let mut idle = Vec::new();
     for _ in 0..2 {
         let mut stream = TcpStream::connect(app.addr).await.unwrap();
         stream.write_all(request).await.unwrap();
         let answer = read_answer(&mut stream, Duration::from_secs(5)).await;
         assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");
-        open.push(stream);
+        idle.push(stream);
     }
-    // A third connection gets through the kernel's backlog, but nobody serves it.
+    // Both slots are held by connections between requests: a third is served all the same,
+    // long before the header timeout, and exactly one of the idle two was closed for it.
     let mut third = TcpStream::connect(app.addr).await.unwrap();
     third.write_all(request).await.unwrap();
-    let answer = read_answer(&mut third, Duration::from_secs(1)).await;
-    assert_eq!(answer, "", "served past the cap");
-    // One closes: the third is served.
-    drop(open.remove(0));
     let answer = read_answer(&mut third, Duration::from_secs(10)).await;
+    assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");
+    let mut closed = 0;
+    for stream in &mut idle {
+        let mut buf = [0u8; 64];
+        if let Ok(Ok(0)) = tokio::time::timeout(Duration::from_secs(1), stream.read(&mut buf)).await
+        {
+            closed += 1;
+        }
+    }
+    assert_eq!(closed, 1, "idle connections closed");
+    drop((idle, third));
+
+    // Now both slots serve requests whose bodies are still coming: nothing is taken from them,
+    // and a new connection waits.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut busy = Vec::new();
+    for _ in 0..2 {
+        let mut stream = TcpStream::connect(app.addr).await.unwrap();
+        stream.write_all(head(23).as_bytes()).await.unwrap();
+        stream.write_all(b"{\"zen\":").await.unwrap();
+        busy.push(stream);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut waiting = TcpStream::connect(app.addr).await.unwrap();
+    waiting.write_all(request).await.unwrap();
+    let answer = read_answer(&mut waiting, Duration::from_secs(1)).await;
+    assert_eq!(answer, "", "a busy connection was closed to serve it");
+    for stream in &mut busy {
+        let mut buf = [0u8; 64];
+        let read = tokio::time::timeout(Duration::from_millis(100), stream.read(&mut buf)).await;
+        assert!(read.is_err(), "a busy connection was touched: {read:?}");
+    }
+    // One request completes (its signature is wrong): that connection is now idle, and
+    // makes room for the one waiting.
+    busy[0].write_all(b"\"yes!!!!!!!!!!\"}").await.unwrap();
+    let answer = read_answer(&mut busy[0], Duration::from_secs(5)).await;
+    assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+    let answer = read_answer(&mut waiting, Duration::from_secs(10)).await;
     assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");
 }
 

@@ -4,17 +4,20 @@
 //! - `public`: `POST /webhooks/{id}`: bounds, the exact raw bytes, the answer and its log line
 //! - `admin`: `/healthz`, `/readyz`, `/metrics`, and `wharf worker`'s admin
 //! - `admin_api`: `/admin/*` (events, deliveries, adapters) behind the admin bearer token
+//! - `connections`: the open connections, so that at the cap an idle one makes room
 //! - `client`: who sent a request (`ClientInfo`): the peer, or what a trusted proxy reports
 //! - `tls`: HTTPS from certificate and key files, swapped when they change (`CertStore`)
 
 mod admin;
 mod admin_api;
 mod client;
+mod connections;
 mod public;
 mod tls;
 
 pub use admin::{METRICS_CONTENT_TYPE, admin_router, processing_admin_router};
 pub use admin_api::{AdminApi, MIN_TOKEN_BYTES, admin_tokens, client_token};
 pub use client::{ClientInfo, TrustedProxies};
+pub use connections::OpenConnections;
 pub use public::{HttpState, public_router};
 pub use tls::CertStore;
