@@ -17,7 +17,7 @@ use tower::ServiceExt as _;
 use crate::adapter::{Sandbox, SandboxLimits};
 use crate::config::{self, Config, ServerConfig};
 use crate::http::{
-    AdminApi, CertStore, HttpState, OpenConnections, TrustedProxies, admin_router,
+    AdminApi, CertStore, HttpState, IDLE_FOR, OpenConnections, TrustedProxies, admin_router,
     processing_admin_router, public_router,
 };
 use crate::ingest::Store;
@@ -411,16 +411,15 @@ async fn serve_on(
                 () = token.cancelled() => break,
             };
             // At the cap, the connection just accepted waits (and further ones wait in the
-            // kernel's backlog) while one between requests is closed to make room, or, when
-            // every one is busy, the next to finish a request.
+            // kernel's backlog) for a slot: one idle for a while is closed to make room.
             let permit = match Arc::clone(&open).try_acquire_owned() {
                 Ok(permit) => permit,
                 Err(_) => loop {
                     // One closing is enough: its permit comes back when it has closed.
-                    let closing = connections.close_one_idle();
+                    let closing = connections.close_one_idle(IDLE_FOR);
                     tokio::select! {
                         permit = Arc::clone(&open).acquire_owned() => break permit?,
-                        () = connections.some_became_idle(), if !closing => continue,
+                        () = tokio::time::sleep(IDLE_FOR / 4), if !closing => continue,
                         () = token.cancelled() => break 'serve,
                     }
                 },

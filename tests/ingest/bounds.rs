@@ -177,7 +177,7 @@ async fn past_the_body_budget_requests_get_503_overloaded_before_their_body_is_r
     assert_eq!(app.count("webhook_inbox").await, 1);
 }
 
-/// At the cap, a connection kept alive between requests is closed to make room for a new one
+/// At the cap, a connection kept alive and idle for a second is closed to make room for a new one
 /// (otherwise idle keep-alive connections would hold every slot while new ones waited in the
 /// kernel's backlog); a connection serving a request is never taken.
 #[tokio::test]

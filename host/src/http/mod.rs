@@ -18,6 +18,6 @@ mod tls;
 pub use admin::{METRICS_CONTENT_TYPE, admin_router, processing_admin_router};
 pub use admin_api::{AdminApi, MIN_TOKEN_BYTES, admin_tokens, client_token};
 pub use client::{ClientInfo, TrustedProxies};
-pub use connections::OpenConnections;
+pub use connections::{IDLE_FOR, OpenConnections};
 pub use public::{HttpState, public_router};
 pub use tls::CertStore;
