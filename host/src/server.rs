@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::either::Either;
@@ -386,7 +386,7 @@ async fn serve_on(
     cancel: &CancellationToken,
     tasks: &mut JoinSet<anyhow::Result<()>>,
 ) -> anyhow::Result<SocketAddr> {
-    let listener = TcpListener::bind(addr).await?;
+    let listener = listen(addr, limits.max_connections)?;
     let bound = listener.local_addr()?;
     let token = cancel.clone();
     let mut http = hyper::server::conn::http1::Builder::new();
@@ -491,6 +491,21 @@ async fn serve_on(
         Ok(())
     });
     Ok(bound)
+}
+
+/// Binds with a listen backlog as deep as the connection cap (the kernel clips it to
+/// `net.core.somaxconn`). With tokio's 1,024 a burst at the cap overflowed it, and a dropped
+/// SYN costs its client a retransmission 1, 3 or 7 s later, where admission cannot see it.
+fn listen(addr: SocketAddr, max_connections: usize) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    // As `TcpListener::bind` does: a restart need not wait for TIME_WAIT to clear.
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(u32::try_from(max_connections.max(1024)).unwrap_or(u32::MAX))
 }
 
 /// The exporter when `[tracing]` is configured; otherwise tracing is off.

@@ -221,7 +221,7 @@ struct Row<'a> {
 type Slot = (usize, bool);
 
 /// Inserts every distinct event of the batch with its outbox row, and the payloads of the
-/// requests that own an inserted row, in one transaction: the keys' locks, then one statement
+/// requests that own an inserted row, in one transaction: the keys' locks, then one query
 /// that finds the copies already stored and inserts the rest.
 async fn insert(pool: &PgPool, batch: &[Pending]) -> Result<Vec<Vec<Acceptance>>, sqlx::Error> {
     let mut index: HashMap<(&str, &str, &str), usize> = HashMap::new();
@@ -258,67 +258,12 @@ async fn insert(pool: &PgPool, batch: &[Pending]) -> Result<Vec<Vec<Acceptance>>
     let mut locks: Vec<i64> = rows.iter().map(|r| lock_key(r.event)).collect();
     locks.sort_unstable();
     locks.dedup();
-    let mut tx = pool.begin().await?;
-    // Its own statement: the next one's snapshot must be taken once the locks are held, so it
-    // sees the row of whoever held one of them before.
-    sqlx::query("SELECT count(pg_advisory_xact_lock(k)) FROM unnest($1::int8[]) AS t(k)")
-        .bind(&locks)
-        .execute(&mut *tx)
-        .await?;
+    // One round trip: the locks, then the lookup and inserts, in one transaction
+    // (`wharf_accept`, migration 20261203000002, says how its two queries keep the locks'
+    // guarantee).
     let resolved: Vec<(Uuid, Uuid, bool)> = sqlx::query_as(
-        "WITH rows AS (
-            SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[],
-                $6::text[], $7::text[], $8::bigint[], $9::timestamptz[], $10::uuid[],
-                $11::bytea[], $12::text[], $13::uuid[], $14::text[], $15::bigint[],
-                $16::bigint[], $20::timestamptz[], $21::uuid[], $24::text[])
-            AS r(inbox_id, provider, endpoint_id, provider_event_id, event_type, object_id,
-                object_version_kind, object_version, provider_created_at, raw_payload_ref,
-                payload_hash, matched_secret_version, outbox_id, topic, payload_start,
-                payload_end, received_at, dedup_floor, trace_context)
-        ), existing AS (
-            -- A copy stored within each event's window; $22, the batch's oldest floor, lets
-            -- the executor skip the partitions before it. A lateral probe per row, so the
-            -- plan is an index lookup in each partition whatever the statistics said when
-            -- the connection prepared it (a join planned on empty tables scanned them all).
-            -- Partitions are probed oldest first: with more than one copy in the window, the
-            -- oldest answers.
-            SELECT r.inbox_id AS row_id, w.inbox_id
-            FROM rows r
-            CROSS JOIN LATERAL (
-                SELECT w.inbox_id FROM webhook_inbox w
-                WHERE w.provider = r.provider AND w.endpoint_id = r.endpoint_id
-                  AND w.provider_event_id = r.provider_event_id
-                  AND w.inbox_id >= r.dedup_floor AND w.inbox_id >= $22
-                LIMIT 1
-            ) w
-        ), ins AS (
-            INSERT INTO webhook_inbox (inbox_id, provider, endpoint_id, provider_event_id,
-                event_type, object_id, object_version_kind, object_version, provider_created_at,
-                raw_payload_ref, payload_hash, matched_secret_version, payload_start,
-                payload_end, received_at, trace_context)
-            SELECT inbox_id, provider, endpoint_id, provider_event_id, event_type, object_id,
-                object_version_kind, object_version, provider_created_at, raw_payload_ref,
-                payload_hash, matched_secret_version, payload_start, payload_end, received_at,
-                trace_context
-            FROM rows
-            WHERE inbox_id NOT IN (SELECT row_id FROM existing)
-            -- The partition's own unique key, in case the locks were bypassed.
-            ON CONFLICT DO NOTHING
-            RETURNING inbox_id, raw_payload_ref
-        ), outbox AS (
-            INSERT INTO webhook_outbox (outbox_id, inbox_id, topic)
-            SELECT rows.outbox_id, rows.inbox_id, rows.topic FROM rows JOIN ins USING (inbox_id)
-        ), payloads AS (
-            -- Once per request, whatever number of its events (and their spans) it backs.
-            INSERT INTO webhook_payloads (payload_ref, key_id, body, created_at)
-            SELECT p.payload_ref, p.key_id, p.body, p.created_at
-            FROM unnest($17::uuid[], $18::text[], $19::bytea[], $23::timestamptz[])
-                AS p(payload_ref, key_id, body, created_at)
-            WHERE p.payload_ref IN (SELECT raw_payload_ref FROM ins)
-        )
-        SELECT inbox_id, inbox_id, true FROM ins
-        UNION ALL
-        SELECT row_id, inbox_id, false FROM existing",
+        "SELECT row_id, stored_id, fresh FROM wharf_accept($25, $1, $2, $3, $4, $5, $6, $7,
+            $8, $9, $10, $11, $12, $13, $14, $15, $16, $20, $21, $24, $22, $17, $18, $19, $23)",
     )
     .bind(columns.inbox_ids)
     .bind(columns.providers)
@@ -351,9 +296,9 @@ async fn insert(pool: &PgPool, batch: &[Pending]) -> Result<Vec<Vec<Acceptance>>
     )
     .bind(column(batch, |p| p.submission.received_at))
     .bind(columns.trace_contexts)
-    .fetch_all(&mut *tx)
+    .bind(&locks)
+    .fetch_all(pool)
     .await?;
-    tx.commit().await?;
 
     let by_row: HashMap<Uuid, usize> = rows
         .iter()
