@@ -493,9 +493,10 @@ async fn serve_on(
     Ok(bound)
 }
 
-/// Binds with a listen backlog as deep as the connection cap (the kernel clips it to
-/// `net.core.somaxconn`). With tokio's 1,024 a burst at the cap overflowed it, and a dropped
-/// SYN costs its client a retransmission 1, 3 or 7 s later, where admission cannot see it.
+/// Binds with a listen backlog of at least the connection cap and 4,096 (the kernel clips it
+/// to `net.core.somaxconn`): a connection waiting there is taken as soon as a slot frees,
+/// where one whose SYN is dropped (tokio's backlog is 1,024, and a burst at the cap overflowed
+/// it) is retried by its client 1, 3 or 7 s later.
 fn listen(addr: SocketAddr, max_connections: usize) -> std::io::Result<TcpListener> {
     let socket = if addr.is_ipv4() {
         TcpSocket::new_v4()?
@@ -505,7 +506,7 @@ fn listen(addr: SocketAddr, max_connections: usize) -> std::io::Result<TcpListen
     // As `TcpListener::bind` does: a restart need not wait for TIME_WAIT to clear.
     socket.set_reuseaddr(true)?;
     socket.bind(addr)?;
-    socket.listen(u32::try_from(max_connections.max(1024)).unwrap_or(u32::MAX))
+    socket.listen(u32::try_from(max_connections.max(4096)).unwrap_or(u32::MAX))
 }
 
 /// The exporter when `[tracing]` is configured; otherwise tracing is off.

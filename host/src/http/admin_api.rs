@@ -34,7 +34,7 @@ use crate::adapter::KeyEncoding;
 use crate::config::Config;
 use crate::deliveries::{self, QueryError, ReplayRequest};
 use crate::events;
-use crate::ingest::{KeyEncodings, KeySource, SecretsError};
+use crate::ingest::{HostSecretUse, KeyEncodings, KeySource, host_secret_values};
 use crate::support::clock::SharedClock;
 
 /// Tokens are compared as raw bytes.
@@ -58,32 +58,19 @@ pub fn admin_tokens(
     set: &str,
     now: OffsetDateTime,
 ) -> Result<Vec<Vec<u8>>, String> {
-    let keys = source.keys(set, ENCODINGS, now).map_err(|e| match e {
-        SecretsError::UnknownSet(_) => {
-            format!("admin token secret set {set:?} is not in the secrets file")
-        }
-        SecretsError::AllExpired(_) => {
-            format!("every version of admin token secret set {set:?} has expired")
-        }
-        SecretsError::Undecodable { version, .. } => {
-            format!("admin token secret set {set:?} version {version:?} is empty")
-        }
-        SecretsError::BadPublicKey { version, .. } => format!(
-            "admin token secret set {set:?} version {version:?} has a public_key; tokens are \
-             `value`s"
-        ),
-        // The file's own error may quote its text: the secrets watcher logs it.
-        SecretsError::FileUnreadable(_) => format!(
-            "the secrets file cannot be read or parsed, so admin token secret set {set:?} is \
-             unavailable"
-        ),
-    })?;
-    if keys.secrets.is_empty() {
-        return Err(format!(
-            "admin token secret set {set:?} has no unexpired value"
-        ));
-    }
-    for k in &keys.secrets {
+    let keys = host_secret_values(
+        source,
+        set,
+        ENCODINGS,
+        now,
+        &HostSecretUse {
+            noun: "admin token secret set",
+            undecodable: "is empty",
+            public_key: "tokens are `value`s",
+            value: "value",
+        },
+    )?;
+    for k in &keys {
         let printable = k.key.iter().all(|b| (0x21..=0x7e).contains(b));
         if !(MIN_TOKEN_BYTES..=MAX_TOKEN_BYTES).contains(&k.key.len()) || !printable {
             return Err(format!(
@@ -94,7 +81,7 @@ pub fn admin_tokens(
             ));
         }
     }
-    Ok(keys.secrets.into_iter().map(|k| k.key).collect())
+    Ok(keys.into_iter().map(|k| k.key).collect())
 }
 
 /// The token a client sends: the set's newest unexpired version (`wharf adapter status`).

@@ -303,6 +303,50 @@ fn read(path: &Path) -> Read {
     std::fs::read_to_string(path).map_err(|e| e.to_string())
 }
 
+/// How a host-side use of a secret set (not a provider's: admin tokens, delivery signing) is
+/// named in its errors, and what its values must be.
+pub struct HostSecretUse<'a> {
+    /// "admin token secret set", "signing secret set".
+    pub noun: &'a str,
+    /// What a value that does not decode is not ("is empty").
+    pub undecodable: &'a str,
+    /// Why a `public_key` is wrong here.
+    pub public_key: &'a str,
+    /// What the set has none of when every version is expired or absent ("value").
+    pub value: &'a str,
+}
+
+/// The set's unexpired values at `now`, newest first, or one message saying why there are none
+/// (the set and version named, never a value), for the host's own uses of a secret set.
+pub fn host_secret_values(
+    source: &dyn KeySource,
+    set: &str,
+    encodings: KeyEncodings,
+    now: OffsetDateTime,
+    usage: &HostSecretUse<'_>,
+) -> Result<Vec<TrustedKey>, String> {
+    let noun = usage.noun;
+    let keys = source.keys(set, encodings, now).map_err(|e| match e {
+        SecretsError::UnknownSet(_) => format!("{noun} {set:?} is not in the secrets file"),
+        SecretsError::AllExpired(_) => format!("every version of {noun} {set:?} has expired"),
+        SecretsError::Undecodable { version, .. } => {
+            format!("{noun} {set:?} version {version:?} {}", usage.undecodable)
+        }
+        SecretsError::BadPublicKey { version, .. } => format!(
+            "{noun} {set:?} version {version:?} has a public_key; {}",
+            usage.public_key
+        ),
+        // The file's own error may quote its text: the secrets watcher logs it.
+        SecretsError::FileUnreadable(_) => {
+            format!("the secrets file cannot be read or parsed, so {noun} {set:?} is unavailable")
+        }
+    })?;
+    if keys.secrets.is_empty() {
+        return Err(format!("{noun} {set:?} has no unexpired {}", usage.value));
+    }
+    Ok(keys.secrets)
+}
+
 /// Where verification gets an endpoint's trusted keys: the live secrets file when serving, a
 /// fixture's own secret set under `wharf adapter test`.
 pub trait KeySource: Send + Sync {

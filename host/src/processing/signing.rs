@@ -22,7 +22,7 @@ use time::OffsetDateTime;
 
 use crate::adapter::KeyEncoding;
 use crate::config::Config;
-use crate::ingest::{KeyEncodings, KeySource, SecretsError, TrustedKey};
+use crate::ingest::{HostSecretUse, KeyEncodings, KeySource, TrustedKey, host_secret_values};
 
 pub const WEBHOOK_ID: HeaderName = HeaderName::from_static("webhook-id");
 pub const WEBHOOK_TIMESTAMP: HeaderName = HeaderName::from_static("webhook-timestamp");
@@ -41,32 +41,18 @@ pub fn signing_keys(
     set: &str,
     now: OffsetDateTime,
 ) -> Result<Vec<TrustedKey>, String> {
-    let keys = source.keys(set, ENCODINGS, now).map_err(|e| match e {
-        SecretsError::UnknownSet(_) => {
-            format!("signing secret set {set:?} is not in the secrets file")
-        }
-        SecretsError::AllExpired(_) => {
-            format!("every version of signing secret set {set:?} has expired")
-        }
-        SecretsError::Undecodable { version, .. } => {
-            format!("signing secret set {set:?} version {version:?} is not a whsec_ base64 secret")
-        }
-        SecretsError::BadPublicKey { version, .. } => format!(
-            "signing secret set {set:?} version {version:?} has a public_key; deliveries are \
-             signed with a `value` (whsec_ base64)"
-        ),
-        // The file's own error may quote its text: it is logged by the secrets watcher.
-        SecretsError::FileUnreadable(_) => format!(
-            "the secrets file cannot be read or parsed, so signing secret set {set:?} is \
-             unavailable"
-        ),
-    })?;
-    if keys.secrets.is_empty() {
-        return Err(format!(
-            "signing secret set {set:?} has no unexpired secret value"
-        ));
-    }
-    Ok(keys.secrets)
+    host_secret_values(
+        source,
+        set,
+        ENCODINGS,
+        now,
+        &HostSecretUse {
+            noun: "signing secret set",
+            undecodable: "is not a whsec_ base64 secret",
+            public_key: "deliveries are signed with a `value` (whsec_ base64)",
+            value: "secret value",
+        },
+    )
 }
 
 /// At start: every set a route signs with is in the secrets file and can sign now (it has an
