@@ -4,15 +4,17 @@
 //! (or in this generator) shows up in the numbers instead of slowing the offered load.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use anyhow::Context as _;
 use hdrhistogram::Histogram;
 use serde::Serialize;
-use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use crate::events::{BodySizes, EventSource, Kind, SignedRequest};
+use crate::events::{BodySizes, EventSource, Kind};
+use crate::senders::{Job, Reply, Senders};
 
 #[derive(Debug, Clone)]
 pub struct LoadConfig {
@@ -33,6 +35,9 @@ pub struct LoadConfig {
     /// A guard against running this machine out of sockets: past it requests are not sent
     /// (and counted as such).
     pub max_in_flight: usize,
+    /// Connections open at once at most; past them requests wait in the generator (in their
+    /// latency). Providers keep their connections to one receiver bounded.
+    pub max_connections: usize,
     pub seed: u64,
 }
 
@@ -120,6 +125,8 @@ pub struct Summary {
     pub latency_2xx: Percentiles,
     /// How late this generator sent requests after their scheduled time.
     pub send_lag: Percentiles,
+    /// The most connections the generator had open at once.
+    pub peak_connections: usize,
     pub timeline: Vec<Second>,
 }
 
@@ -213,21 +220,9 @@ enum Outcome {
 
 /// Runs the load and returns what happened; `quiet` leaves out the progress line.
 pub async fn run(config: LoadConfig, quiet: bool) -> anyhow::Result<Summary> {
-    let client = reqwest::Client::builder()
-        // Open-loop: a new connection whenever every open one is busy, however many.
-        .pool_max_idle_per_host(usize::MAX)
-        // Under the receiver's keep-alive (header) timeout, so an idle connection is never
-        // reused just as the server closes it.
-        .pool_idle_timeout(Duration::from_secs(5))
-        .tcp_nodelay(true)
-        .timeout(config.timeout)
-        .build()?;
-    let target: Arc<str> = format!(
-        "{}/webhooks/{}",
-        config.url.trim_end_matches('/'),
-        config.endpoint
-    )
-    .into();
+    let (addr, host) = resolve(&config.url).await?;
+    let path = format!("/webhooks/{}", config.endpoint);
+    let senders = Senders::new(addr, host, path, config.timeout, config.max_connections);
     let mut source = EventSource::new(
         &config.secret,
         config.sizes.clone(),
@@ -248,7 +243,7 @@ pub async fn run(config: LoadConfig, quiet: bool) -> anyhow::Result<Summary> {
         seconds: Vec::new(),
         last_answer: None,
     }));
-    let mut in_flight = JoinSet::new();
+    let in_flight = Arc::new(AtomicUsize::new(0));
     let mut body_bytes = 0u64;
     let start = Instant::now() + Duration::from_millis(20);
     let mut progress_at = 1u64;
@@ -257,9 +252,8 @@ pub async fn run(config: LoadConfig, quiet: bool) -> anyhow::Result<Summary> {
         let request = source.next_request();
         let at = start + Duration::from_secs_f64(i as f64 / config.rate);
         tokio::time::sleep_until(at).await;
-        while in_flight.try_join_next().is_some() {}
         let second = (at - start).as_secs() as usize;
-        if in_flight.len() >= config.max_in_flight {
+        if in_flight.load(Ordering::Relaxed) >= config.max_in_flight {
             let mut r = recorder.lock().expect("not poisoned");
             r.summary.not_sent += 1;
             *r.second(second)
@@ -277,14 +271,16 @@ pub async fn run(config: LoadConfig, quiet: bool) -> anyhow::Result<Summary> {
             r.lag.saturating_record(lag.max(1));
             r.second(second).second.sent += 1;
         }
-        in_flight.spawn(send(
-            client.clone(),
-            target.clone(),
-            request,
-            start,
-            at,
-            recorder.clone(),
-        ));
+        in_flight.fetch_add(1, Ordering::Relaxed);
+        let (kind, answers, pending) = (request.kind, recorder.clone(), in_flight.clone());
+        senders.submit(Job {
+            signature: request.signature,
+            body: request.body,
+            done: Box::new(move |reply| {
+                record(&answers, kind, start, at, reply);
+                pending.fetch_sub(1, Ordering::Relaxed);
+            }),
+        });
         if !quiet && (at - start).as_secs() >= progress_at {
             progress_at += 5;
             let r = recorder.lock().expect("not poisoned");
@@ -294,11 +290,15 @@ pub async fn run(config: LoadConfig, quiet: bool) -> anyhow::Result<Summary> {
                 r.summary.sent,
                 r.summary.answered,
                 r.summary.ok_2xx,
-                in_flight.len()
+                in_flight.load(Ordering::Relaxed)
             );
         }
     }
-    while in_flight.join_next().await.is_some() {}
+    while in_flight.load(Ordering::Relaxed) > 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let peak_connections = senders.peak_connections();
+    drop(senders);
 
     let mut r = Arc::try_unwrap(recorder)
         .map_err(|_| anyhow::anyhow!("requests still recording"))?
@@ -306,6 +306,7 @@ pub async fn run(config: LoadConfig, quiet: bool) -> anyhow::Result<Summary> {
         .expect("not poisoned");
     let end = r.last_answer.unwrap_or_else(Instant::now).max(start);
     let mut summary = std::mem::take(&mut r.summary);
+    summary.peak_connections = peak_connections;
     summary.elapsed_s = (end - start)
         .as_secs_f64()
         .max(config.duration_secs().min(1e9));
@@ -330,34 +331,35 @@ pub async fn run(config: LoadConfig, quiet: bool) -> anyhow::Result<Summary> {
     Ok(summary)
 }
 
-async fn send(
-    client: reqwest::Client,
-    target: Arc<str>,
-    request: SignedRequest,
-    start: Instant,
-    at: Instant,
-    recorder: Arc<Mutex<Recorder>>,
-) {
-    let kind = request.kind;
-    let outcome = match client
-        .post(&*target)
-        .header("stripe-signature", request.signature)
-        .header("content-type", "application/json")
-        .body(request.body)
-        .send()
-        .await
+/// The address and `Host` of a base URL such as `http://127.0.0.1:8080` (plain HTTP only).
+async fn resolve(url: &str) -> anyhow::Result<(std::net::SocketAddr, String)> {
+    let rest = url
+        .strip_prefix("http://")
+        .context("the generator speaks plain HTTP: the URL must start with http://")?;
+    let authority = rest.split('/').next().unwrap_or(rest);
+    let with_port = if authority
+        .rsplit_once(':')
+        .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
     {
-        Ok(response) => {
-            let status = response.status().as_u16();
-            match response.bytes().await {
-                Ok(body) => Outcome::Answer {
-                    status,
-                    code: answer_code(&body),
-                },
-                Err(e) => Outcome::Transport(transport_error(&e)),
-            }
-        }
-        Err(e) => Outcome::Transport(transport_error(&e)),
+        authority.to_owned()
+    } else {
+        format!("{authority}:80")
+    };
+    let addr = tokio::net::lookup_host(&with_port)
+        .await?
+        .next()
+        .with_context(|| format!("{authority} resolves to no address"))?;
+    Ok((addr, authority.to_owned()))
+}
+
+/// Counts one reply in the summary and its second.
+fn record(recorder: &Mutex<Recorder>, kind: Kind, start: Instant, at: Instant, reply: Reply) {
+    let outcome = match reply {
+        Reply::Answer { status, body } => Outcome::Answer {
+            status,
+            code: answer_code(&body),
+        },
+        Reply::Transport(e) => Outcome::Transport(e),
     };
     let done = Instant::now();
     let latency = (done - at).as_micros() as u64;
@@ -422,19 +424,4 @@ fn answer_code(body: &[u8]) -> Option<String> {
     }
     let answer: Answer = serde_json::from_slice(body).ok()?;
     answer.error.or(answer.status)
-}
-
-/// A short, stable name for a failure without an answer.
-fn transport_error(e: &reqwest::Error) -> String {
-    if e.is_timeout() {
-        return "timeout".into();
-    }
-    let mut source: &dyn std::error::Error = e;
-    while let Some(next) = source.source() {
-        source = next;
-    }
-    let what = if e.is_connect() { "connect" } else { "request" };
-    let mut detail = source.to_string();
-    detail.truncate(80);
-    format!("{what}: {detail}")
 }

@@ -14,6 +14,7 @@ mod loadgen;
 mod pgbench;
 mod plot;
 mod report;
+mod senders;
 mod sweep;
 mod wharf;
 
@@ -110,6 +111,9 @@ struct RunArgs {
     /// Share of requests signed with the wrong secret (expect 401).
     #[arg(long, default_value_t = 0.01)]
     bad_signatures: f64,
+    /// The generator's connections at most (past them requests wait their turn in it).
+    #[arg(long, default_value_t = DEFAULT_CONNECTIONS)]
+    connections: usize,
 }
 
 #[derive(Args)]
@@ -144,6 +148,9 @@ struct LoadArgs {
     /// Requests in flight at most (default: 16,384, fewer if open files are limited).
     #[arg(long)]
     max_in_flight: Option<usize>,
+    /// Connections open at once at most (past them requests wait their turn in the generator).
+    #[arg(long, default_value_t = DEFAULT_CONNECTIONS)]
+    connections: usize,
     /// Also write the JSON summary (per-second timeline included) here.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -203,6 +210,7 @@ async fn standalone(args: LoadArgs) -> anyhow::Result<ExitCode> {
         bad_signature_share: args.bad_signatures,
         timeout: Duration::from_millis(args.timeout_ms),
         max_in_flight: args.max_in_flight.unwrap_or_else(in_flight_cap),
+        max_connections: args.connections.min(in_flight_cap()),
         seed: fastrand::u64(..),
     };
     eprintln!(
@@ -273,6 +281,7 @@ async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         duplicate_share: args.duplicates,
         bad_signature_share: args.bad_signatures,
         timeout: Duration::from_secs(10),
+        connections: args.connections,
     };
     let profile = if smoke { "debug" } else { "release" };
     let binary = args
@@ -508,6 +517,9 @@ fn raise_fd_limit() -> u64 {
 
 /// Requests in flight at most: 16,384, or fewer when open files are scarcer, leaving room
 /// for connections that linger after their request timed out.
+/// The generator's connections at most, by default: Wharf's default `max_connections`.
+pub const DEFAULT_CONNECTIONS: usize = 1024;
+
 pub fn in_flight_cap() -> usize {
     let files = *FILES.get().unwrap_or(&1024);
     (files as usize / 2).clamp(64, 16_384)

@@ -84,11 +84,13 @@ pub fn markdown(
     );
     let _ = writeln!(
         w,
-        "- Load: open loop (request i sent at start + i/rate whatever earlier ones are doing, over as many \
-         connections as that takes); latency from each request's scheduled send time to its complete answer. \
+        "- Load: open loop (request i sent at start + i/rate whatever earlier ones are doing, on an idle \
+         connection or a new one, up to {} connections, past which it waits its turn in the generator); \
+         latency from each request's scheduled send time to its complete answer. \
          Stripe events for `stripe-demo` signed with the current secret; bodies {}; {:.1}% duplicates \
          (an earlier request resent byte for byte, expect 2xx), {:.1}% bad signatures (expect 401), \
          10,000 objects; client timeout {} s.",
+        plan.connections,
         outcome.body_mix,
         plan.duplicate_share * 100.0,
         plan.bad_signature_share * 100.0,
@@ -225,15 +227,15 @@ pub fn markdown(
     let _ = writeln!(w, "\n## Runs\n");
     let _ = writeln!(
         w,
-        "| # | run | s | sent | 2xx/s | p50 | p95 | p99 | max | shed (503 overloaded) | errors | Wharf CPU (cores, mean / max) | machine busy / generator (cores) | generator lag p99 / max | Wharf peak RSS | oldest pending max (db / gauge) | backlog at end | sustainable |"
+        "| # | run | s | sent | 2xx/s | p50 | p95 | p99 | max | shed (503 overloaded) | errors | Wharf CPU (cores, mean / max) | machine busy / generator (cores) | generator lag p99 / max | generator connections (peak) | Wharf peak RSS | oldest pending max (db / gauge) | backlog at end | sustainable |"
     );
-    let _ = writeln!(w, "{}|", "|---".repeat(18));
+    let _ = writeln!(w, "{}|", "|---".repeat(19));
     for (i, r) in outcome.runs.iter().enumerate() {
         let l = &r.load.latency;
         let opt = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.1} s"));
         let _ = writeln!(
             w,
-            "| {} | {} | {:.0} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {:.2} / {:.2} | {:.2} / {:.2} | {} / {} | {:.0} MiB | {} / {} | {} | {} |",
+            "| {} | {} | {:.0} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {:.2} / {:.2} | {:.2} / {:.2} | {} / {} | {} | {:.0} MiB | {} / {} | {} | {} |",
             i + 1,
             r.label,
             r.duration_s,
@@ -251,6 +253,7 @@ pub fn markdown(
             r.wharf.generator_cores_mean,
             ms(r.load.send_lag.p99_ms),
             ms(r.load.send_lag.max_ms),
+            r.load.peak_connections,
             r.wharf.peak_rss_mib,
             opt(r.wharf.oldest_pending_db_max_s),
             opt(r.wharf.oldest_pending_gauge_max_s),
@@ -264,6 +267,7 @@ pub fn markdown(
          2xx/s counts 2xx answers from the first scheduled send to the last answer. \
          Generator lag is how late the generator itself sent requests (it is inside the latencies; \
          large values mean the numbers also measure a starved generator). \
+         Generator connections: the most it had open at once (at its cap, requests queue in it, inside their latency). \
          \"oldest pending\" is the age of the oldest accepted event not yet processed: read from the \
          database every second (db), and `wharf_inbox_oldest_pending_seconds` from the admin `/metrics` \
          every second (gauge; the reconciler refreshes it every second between its passes)."
@@ -423,6 +427,7 @@ mod tests {
             duplicate_share: 0.02,
             bad_signature_share: 0.01,
             timeout: std::time::Duration::from_secs(10),
+            connections: 1024,
         };
         let md = markdown(&env, &plan, &outcome, "x.png", "x.json");
         assert!(md.contains("| 2,000/s for 60 s: p99 under 50 ms, no errors | 60 s: p99 12 ms, 0 errors, 0 shed, 2000 2xx/s | yes |"), "{md}");

@@ -30,6 +30,8 @@ pub struct Plan {
     pub duplicate_share: f64,
     pub bad_signature_share: f64,
     pub timeout: Duration,
+    /// The generator's connections at most.
+    pub connections: usize,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -202,6 +204,7 @@ impl Bench {
             bad_signature_share: self.plan.bad_signature_share,
             timeout: self.plan.timeout,
             max_in_flight: crate::in_flight_cap(),
+            max_connections: self.plan.connections.min(crate::in_flight_cap()),
             seed,
         };
         if self.plan.warmup_requests > 0 {

@@ -632,6 +632,14 @@ fn default_export_interval_ms() -> u64 {
 }
 
 impl Config {
+    /// Requests admission lets in flight at most: two rounds of full acceptance batches (one
+    /// committing, one queued), and never more than half the connection cap, so that refusals
+    /// always have connections to be answered on (`ingest/admission.rs`).
+    pub fn max_in_flight(&self) -> usize {
+        let writers = 2 * self.database.accept_writers * self.database.accept_batch_max;
+        writers.min(self.server.max_connections / 2).max(1)
+    }
+
     /// Reads the file, applies `WHARF_*` overrides from the environment, resolves paths and
     /// validates.
     pub fn load(path: &Path) -> anyhow::Result<Self> {

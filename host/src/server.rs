@@ -5,20 +5,15 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::service::TowerToHyperService;
-use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
-use tokio_util::either::Either;
 use tokio_util::sync::CancellationToken;
-use tower::ServiceExt as _;
 
 use crate::adapter::{Sandbox, SandboxLimits};
-use crate::config::{self, Config, ServerConfig};
+use crate::config::{self, Config};
 use crate::http::{
-    AdminApi, CertStore, HttpState, IDLE_FOR, OpenConnections, TrustedProxies, admin_router,
-    processing_admin_router, public_router,
+    AdminApi, CertStore, ConnLimits, HttpState, Listener, TrustedProxies, admin_router,
+    processing_admin_router, public_router, serve_on,
 };
 use crate::ingest::Store;
 use crate::ingest::{Admission, CommitSettings, Ingest, RateLimits};
@@ -142,6 +137,7 @@ impl Server {
             .with_admission(Admission::new(
                 config.server.answer_budget(),
                 config.server.min_in_flight,
+                config.max_in_flight(),
             ))
             .with_rate_limits(RateLimits::new(&config.endpoints, &config.providers))
             .with_traces(traces.clone()),
@@ -179,6 +175,7 @@ impl Server {
                 None => None,
             },
             proxies: Arc::clone(&proxies),
+            metrics: Arc::clone(&processing.metrics),
         };
         // Workers here unless processing runs elsewhere (`count = 0` and `wharf worker`).
         if config.worker.count > 0 {
@@ -197,7 +194,7 @@ impl Server {
         let admin_addr = match config.server.admin_listen {
             Some(admin) => {
                 let router = admin_router(state, admin_api);
-                let listener = Listener::plain(limits, proxies);
+                let listener = Listener::plain(limits, proxies, Arc::clone(&processing.metrics));
                 Some(serve_on(admin, router, listener, &cancel, &mut tasks).await?)
             }
             None => None,
@@ -298,7 +295,11 @@ impl ProcessingHost {
             Some(addr) => {
                 let router = processing_admin_router(Arc::clone(&processing), admin_api);
                 let proxies = TrustedProxies::new(config.server.trusted_proxies()?);
-                let listener = Listener::plain(ConnLimits::new(&config.server), Arc::new(proxies));
+                let listener = Listener::plain(
+                    ConnLimits::new(&config.server),
+                    Arc::new(proxies),
+                    Arc::clone(&processing.metrics),
+                );
                 Some(serve_on(addr, router, listener, &cancel, &mut tasks).await?)
             }
             None => None,
@@ -326,187 +327,6 @@ impl ProcessingHost {
     pub async fn run_until_cancelled(self) -> anyhow::Result<()> {
         self.background.run_until_cancelled().await
     }
-}
-
-/// How a listener bounds its connections, so that slow or idle clients cannot hold the
-/// host's memory or connections (README: "What the host enforces").
-#[derive(Clone, Copy)]
-struct ConnLimits {
-    /// hyper starts this timer whenever a connection waits for a request head: on accept and
-    /// after each answer, so it is the slow-header and the idle keep-alive timeout at once.
-    header_timeout: Duration,
-    max_connections: usize,
-    /// Above `[server] max_headers`, so that our own check answers the JSON 431 first.
-    max_headers: usize,
-    /// hyper's read buffer per connection (headers must fit in it).
-    max_buf_size: usize,
-}
-
-impl ConnLimits {
-    fn new(server: &ServerConfig) -> Self {
-        Self {
-            header_timeout: server.header_timeout(),
-            max_connections: server.max_connections,
-            max_headers: (server.max_headers * 2).max(100),
-            max_buf_size: server.max_header_bytes * 2 + (8 << 10),
-        }
-    }
-}
-
-/// What one listener speaks and whom it believes.
-struct Listener {
-    limits: ConnLimits,
-    /// HTTPS when set; plain HTTP otherwise.
-    tls: Option<tokio_rustls::TlsAcceptor>,
-    /// Peers whose forwarded-client headers are believed (`ClientInfo` on every request).
-    proxies: Arc<TrustedProxies>,
-}
-
-impl Listener {
-    fn plain(limits: ConnLimits, proxies: Arc<TrustedProxies>) -> Self {
-        Self {
-            limits,
-            tls: None,
-            proxies,
-        }
-    }
-}
-
-/// Binds `addr` and serves `router` on it until `cancel` fires, letting requests in flight
-/// finish; returns the bound address (port 0 picks one). Served with hyper directly because
-/// `axum::serve` sets no header timeout.
-async fn serve_on(
-    addr: SocketAddr,
-    router: axum::Router,
-    Listener {
-        limits,
-        tls,
-        proxies,
-    }: Listener,
-    cancel: &CancellationToken,
-    tasks: &mut JoinSet<anyhow::Result<()>>,
-) -> anyhow::Result<SocketAddr> {
-    let listener = listen(addr, limits.max_connections)?;
-    let bound = listener.local_addr()?;
-    let token = cancel.clone();
-    let mut http = hyper::server::conn::http1::Builder::new();
-    http.timer(TokioTimer::new())
-        .header_read_timeout(limits.header_timeout)
-        .max_headers(limits.max_headers)
-        .max_buf_size(limits.max_buf_size);
-    tasks.spawn(async move {
-        let open = Arc::new(Semaphore::new(limits.max_connections));
-        let connections = Arc::new(OpenConnections::default());
-        'serve: loop {
-            let (stream, peer) = tokio::select! {
-                accepted = listener.accept() => match accepted {
-                    Ok(accepted) => accepted,
-                    Err(e) => {
-                        // Out of file descriptors, for instance: wait instead of spinning.
-                        tracing::warn!(error = %e, "accept failed");
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                        continue;
-                    }
-                },
-                () = token.cancelled() => break,
-            };
-            // At the cap, the connection just accepted waits (and further ones wait in the
-            // kernel's backlog) for a slot: one idle for a while is closed to make room.
-            let permit = match Arc::clone(&open).try_acquire_owned() {
-                Ok(permit) => permit,
-                Err(_) => loop {
-                    // One closing is enough: its permit comes back when it has closed.
-                    let closing = connections.close_one_idle(IDLE_FOR);
-                    tokio::select! {
-                        permit = Arc::clone(&open).acquire_owned() => break permit?,
-                        () = tokio::time::sleep(IDLE_FOR / 4), if !closing => continue,
-                        () = token.cancelled() => break 'serve,
-                    }
-                },
-            };
-            let _ = stream.set_nodelay(true);
-            let https = tls.is_some();
-            let proxies = Arc::clone(&proxies);
-            let registered = Arc::new(connections.open());
-            let requests = Arc::clone(&registered);
-            let service = router
-                .clone()
-                .map_request(move |mut request: hyper::Request<_>| {
-                    let client = proxies.client(peer.ip(), https, request.headers());
-                    request.extensions_mut().insert(client);
-                    request
-                })
-                .map_future(move |response| requests.serving(response));
-            let (http, tls, token) = (http.clone(), tls.clone(), token.clone());
-            tokio::spawn(async move {
-                let stream = match tls {
-                    None => Either::Left(stream),
-                    // The handshake holds this connection's permit and is bounded like a
-                    // request head, so a slow one costs no more than a slow plain request.
-                    Some(acceptor) => {
-                        let handshake =
-                            tokio::time::timeout(limits.header_timeout, acceptor.accept(stream));
-                        tokio::select! {
-                            done = handshake => match done {
-                                Ok(Ok(stream)) => Either::Right(stream),
-                                // The client's failure (plain HTTP, an untrusted certificate,
-                                // too slow): nothing to answer.
-                                Ok(Err(e)) => {
-                                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                                    return;
-                                }
-                                Err(_) => return,
-                            },
-                            () = token.cancelled() => return,
-                        }
-                    }
-                };
-                let conn =
-                    http.serve_connection(TokioIo::new(stream), TowerToHyperService::new(service));
-                let mut conn = std::pin::pin!(conn);
-                // Errors here are the client's (timeouts, resets, bad framing): nothing to log.
-                tokio::select! {
-                    _ = conn.as_mut() => {}
-                    () = token.cancelled() => {
-                        conn.as_mut().graceful_shutdown();
-                        let _ = conn.await;
-                    }
-                    // The listener is at the cap and this connection is between requests.
-                    () = registered.close_requested() => {
-                        conn.as_mut().graceful_shutdown();
-                        tokio::select! {
-                            _ = conn.as_mut() => {}
-                            () = token.cancelled() => {}
-                        }
-                    }
-                }
-                drop(registered);
-                drop(permit);
-            });
-        }
-        drop(listener);
-        // Each connection gives its permit back when it ends: all back, all finished.
-        let all = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
-        let _ = open.acquire_many(all).await?;
-        Ok(())
-    });
-    Ok(bound)
-}
-
-/// Binds with a listen backlog of at least the connection cap and 4,096 (the kernel clips it
-/// to `net.core.somaxconn`): a connection waiting there is taken as soon as a slot frees,
-/// where one whose SYN is dropped (tokio's backlog is 1,024, and a burst at the cap overflowed
-/// it) is retried by its client 1, 3 or 7 s later.
-fn listen(addr: SocketAddr, max_connections: usize) -> std::io::Result<TcpListener> {
-    let socket = if addr.is_ipv4() {
-        TcpSocket::new_v4()?
-    } else {
-        TcpSocket::new_v6()?
-    };
-    // As `TcpListener::bind` does: a restart need not wait for TIME_WAIT to clear.
-    socket.set_reuseaddr(true)?;
-    socket.bind(addr)?;
-    socket.listen(u32::try_from(max_connections.max(4096)).unwrap_or(u32::MAX))
 }
 
 /// The exporter when `[tracing]` is configured; otherwise tracing is off.

@@ -179,7 +179,8 @@ async fn past_the_body_budget_requests_get_503_overloaded_before_their_body_is_r
 
 /// At the cap, a connection kept alive and idle for a second is closed to make room for a new one
 /// (otherwise idle keep-alive connections would hold every slot while new ones waited in the
-/// kernel's backlog); a connection serving a request is never taken.
+/// kernel's backlog); a connection serving a request is never taken, and while every slot is
+/// serving one a new connection is answered 503 `overloaded` at once instead of waiting.
 #[tokio::test]
 async fn at_the_connection_cap_an_idle_connection_makes_room_and_a_busy_one_does_not() {
     let app = TestApp::builder()
@@ -197,8 +198,10 @@ async fn at_the_connection_cap_an_idle_connection_makes_room_and_a_busy_one_does
         assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");
         idle.push(stream);
     }
-    // Both slots are held by connections between requests: a third is served all the same,
-    // long before the header timeout, and exactly one of the idle two was closed for it.
+    // Both slots are held by connections between requests, idle for over a second: a third is
+    // served all the same, long before the header timeout, and exactly one of the idle two was
+    // closed for it.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
     let mut third = TcpStream::connect(app.addr).await.unwrap();
     third.write_all(request).await.unwrap();
     let answer = read_answer(&mut third, Duration::from_secs(10)).await;
@@ -214,8 +217,7 @@ async fn at_the_connection_cap_an_idle_connection_makes_room_and_a_busy_one_does
     assert_eq!(closed, 1, "idle connections closed");
     drop((idle, third));
 
-    // Now both slots serve requests whose bodies are still coming: nothing is taken from them,
-    // and a new connection waits.
+    // Now both slots serve requests whose bodies are still coming: nothing is taken from them.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let mut busy = Vec::new();
     for _ in 0..2 {
@@ -225,22 +227,103 @@ async fn at_the_connection_cap_an_idle_connection_makes_room_and_a_busy_one_does
         busy.push(stream);
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let mut waiting = TcpStream::connect(app.addr).await.unwrap();
-    waiting.write_all(request).await.unwrap();
-    let answer = read_answer(&mut waiting, Duration::from_secs(1)).await;
-    assert_eq!(answer, "", "a busy connection was closed to serve it");
+    // A new connection is answered at once, 503 with Retry-After, and closed. Its 64 KiB body
+    // was read and dropped, so the close is a FIN: the client reads the whole answer.
+    let body = format!("{{\"zen\":\"{}\"}}", "a".repeat(64 << 10));
+    let started = Instant::now();
+    let mut shed = TcpStream::connect(app.addr).await.unwrap();
+    shed.write_all(head(body.len()).as_bytes()).await.unwrap();
+    shed.write_all(body.as_bytes()).await.unwrap();
+    let (answer, closed) = read_until_closed(&mut shed, Duration::from_secs(5)).await;
+    assert!(closed, "a shed connection stays open: {answer}");
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    let lower = answer.to_ascii_lowercase();
+    assert!(lower.contains("retry-after: 5\r\n"), "{answer}");
+    assert!(lower.contains("connection: close\r\n"), "{answer}");
+    assert!(answer.contains("\"error\":\"overloaded\""), "{answer}");
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    // One that sends nothing cannot hold on either: closed within the shed deadline.
+    let mut silent = TcpStream::connect(app.addr).await.unwrap();
+    let (answer, closed) = read_until_closed(&mut silent, Duration::from_secs(3)).await;
+    assert!(closed, "a silent shed connection stays open: {answer}");
     for stream in &mut busy {
         let mut buf = [0u8; 64];
         let read = tokio::time::timeout(Duration::from_millis(100), stream.read(&mut buf)).await;
         assert!(read.is_err(), "a busy connection was touched: {read:?}");
     }
-    // One request completes (its signature is wrong): that connection is now idle, and
-    // makes room for the one waiting.
+    // One request completes (its signature is wrong): a second later that connection is idle
+    // enough to make room, and a new connection is served.
     busy[0].write_all(b"\"yes!!!!!!!!!!\"}").await.unwrap();
     let answer = read_answer(&mut busy[0], Duration::from_secs(5)).await;
     assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
-    let answer = read_answer(&mut waiting, Duration::from_secs(10)).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let mut served = TcpStream::connect(app.addr).await.unwrap();
+    served.write_all(request).await.unwrap();
+    let answer = read_answer(&mut served, Duration::from_secs(5)).await;
     assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");
+    assert_eq!(app.count("webhook_inbox").await, 0);
+    let metrics = app.metrics().await;
+    assert!(
+        metrics.contains("wharf_connections_shed_total{outcome=\"answered\"} 2"),
+        "{metrics}"
+    );
+}
+
+/// Past the cap and the overflow slots (a quarter of the cap, at least 16), a connection is
+/// closed as soon as it is accepted: it learns at once, where one left in the kernel's backlog
+/// would wait for a SYN retry; the shed ones are gone within their deadline.
+#[tokio::test]
+async fn past_the_overflow_slots_a_connection_is_closed_at_once() {
+    let app = TestApp::builder()
+        .write_config()
+        .await
+        .append_server_toml("max_connections = 1\nheader_timeout_ms = 60000")
+        .start()
+        .await;
+    // The one slot serves a request whose body is still coming.
+    let mut busy = TcpStream::connect(app.addr).await.unwrap();
+    busy.write_all(head(23).as_bytes()).await.unwrap();
+    busy.write_all(b"{\"zen\":").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Sixteen silent connections take the overflow slots for up to a second each.
+    let mut silent = Vec::new();
+    for _ in 0..16 {
+        silent.push(TcpStream::connect(app.addr).await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let started = Instant::now();
+    let mut refused = TcpStream::connect(app.addr).await.unwrap();
+    let _ = refused
+        .write_all(b"GET /nothing-here HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await;
+    let (answer, closed) = read_until_closed(&mut refused, Duration::from_secs(5)).await;
+    assert!(closed && answer.is_empty(), "{closed} {answer}");
+    assert!(
+        started.elapsed() < Duration::from_millis(500),
+        "{:?}",
+        started.elapsed()
+    );
+    for stream in &mut silent {
+        let (_, closed) = read_until_closed(stream, Duration::from_secs(3)).await;
+        assert!(closed, "a shed connection outlived its deadline");
+    }
+    let metrics = app.metrics().await;
+    assert!(
+        metrics.contains("wharf_connections_shed_total{outcome=\"answered\"} 16"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("wharf_connections_shed_total{outcome=\"closed\"} 1"),
+        "{metrics}"
+    );
+    // The busy request was never touched.
+    let mut buf = [0u8; 64];
+    let read = tokio::time::timeout(Duration::from_millis(100), busy.read(&mut buf)).await;
+    assert!(read.is_err(), "the busy connection was touched: {read:?}");
 }
 
 /// The content type says what the body is: OpenMetrics (typed counters, `# EOF`).

@@ -1,4 +1,5 @@
-//! The public listener's open connections, so that at the cap an idle one makes room.
+//! The listener's open connections, so that at the cap an idle one makes room (`listener.rs`
+//! decides what a new connection gets when none is idle).
 //!
 //! Clients (providers, load balancers) keep connections open between requests. Were the cap
 //! only a semaphore, a cap's worth of idle keep-alive connections would hold every slot while

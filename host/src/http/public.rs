@@ -427,7 +427,10 @@ fn error_response(e: &IngestError) -> Response {
             .insert(header::RETRY_AFTER, limited.retry_after_secs().into());
     }
     // The body was left unread (or half read): the connection cannot carry another request.
-    if matches!(e, IngestError::Overloaded | IngestError::BodyTimeout) {
+    if matches!(
+        e,
+        IngestError::Overloaded | IngestError::BodyTimeout | IngestError::AtConnectionCap
+    ) {
         response
             .headers_mut()
             .insert(header::CONNECTION, HeaderValue::from_static("close"));

@@ -52,6 +52,10 @@ pub enum IngestError {
     /// is refused before the adapter runs (its body was read, the connection stays usable).
     #[error("more requests than can be answered in time")]
     AtCapacity,
+    /// Every connection slot is serving a request: this connection was answered at once
+    /// rather than left unserved in the kernel's backlog, and is closed.
+    #[error("more connections than the receiver serves at once")]
+    AtConnectionCap,
     /// The body did not arrive within the body deadline; nothing was stored.
     #[error("request body not received in time")]
     BodyTimeout,
@@ -89,7 +93,7 @@ impl IngestError {
             IngestError::AdapterUnavailable(_) | IngestError::AdapterContract(_) => {
                 (StatusCode::SERVICE_UNAVAILABLE, "adapter_unavailable")
             }
-            IngestError::Overloaded | IngestError::AtCapacity => {
+            IngestError::Overloaded | IngestError::AtCapacity | IngestError::AtConnectionCap => {
                 (StatusCode::SERVICE_UNAVAILABLE, "overloaded")
             }
             IngestError::BodyTimeout => (StatusCode::REQUEST_TIMEOUT, "body_timeout"),

@@ -96,6 +96,7 @@ pub struct Metrics {
     accept_batch_splits: Counter,
     admission_in_flight: Gauge,
     admission_limit: Gauge,
+    connections_shed: Family<OutcomeLabels, Counter>,
     tls_reloads: Family<OutcomeLabels, Counter>,
     tls_cert_expiry: Gauge,
     /// The TLS series are registered only by a receiver serving HTTPS, so an alert on the
@@ -249,6 +250,12 @@ impl Default for Metrics {
             "Requests that may be in flight now: the answer rate times half the answer budget",
             admission_limit.clone(),
         );
+        let connections_shed = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "wharf_connections_shed",
+            "Connections that found every slot serving a request: answered 503 overloaded and closed, or (past the overflow slots) closed when accepted",
+            connections_shed.clone(),
+        );
         Self {
             registry: Mutex::new(registry),
             requests,
@@ -269,6 +276,7 @@ impl Default for Metrics {
             accept_batch_splits,
             admission_in_flight,
             admission_limit,
+            connections_shed,
             tls_reloads: Family::default(),
             tls_cert_expiry: Gauge::default(),
             tls_registered: std::sync::Once::new(),
@@ -436,6 +444,14 @@ impl Metrics {
     pub fn admission(&self, in_flight: usize, limit: usize) {
         self.admission_in_flight.set(in_flight as i64);
         self.admission_limit.set(limit as i64);
+    }
+
+    /// A connection at the cap was `answered` 503 and closed, or `closed` unanswered.
+    pub fn connection_shed(&self, outcome: &str) {
+        let labels = OutcomeLabels {
+            outcome: outcome.to_owned(),
+        };
+        self.connections_shed.get_or_create(&labels).inc();
     }
 
     /// The certificate serving HTTPS now expires at this Unix time.
