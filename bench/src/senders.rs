@@ -286,6 +286,17 @@ mod tests {
         (addr, accepted)
     }
 
+    fn to(addr: SocketAddr, max_connections: usize) -> Arc<Senders> {
+        let path = "/webhooks/x".to_owned();
+        Senders::new(
+            addr,
+            addr.to_string(),
+            path,
+            Duration::from_secs(5),
+            max_connections,
+        )
+    }
+
     /// Submits `n` requests at once and waits for every reply.
     async fn send_all(senders: &Arc<Senders>, n: usize) -> Vec<u16> {
         let (tx, mut rx) = mpsc::unbounded_channel();
@@ -314,13 +325,7 @@ mod tests {
     #[tokio::test]
     async fn requests_past_the_connection_bound_wait_their_turn_on_kept_alive_connections() {
         let (addr, accepted) = receiver(false).await;
-        let senders = Senders::new(
-            addr,
-            addr.to_string(),
-            "/webhooks/x".into(),
-            Duration::from_secs(5),
-            2,
-        );
+        let senders = to(addr, 2);
         let statuses = send_all(&senders, 20).await;
         assert_eq!(statuses, vec![200; 20]);
         assert_eq!(senders.peak_connections(), 2);
@@ -334,13 +339,7 @@ mod tests {
     #[tokio::test]
     async fn a_connection_the_receiver_closes_is_not_reused() {
         let (addr, accepted) = receiver(true).await;
-        let senders = Senders::new(
-            addr,
-            addr.to_string(),
-            "/webhooks/x".into(),
-            Duration::from_secs(5),
-            1,
-        );
+        let senders = to(addr, 1);
         let statuses = send_all(&senders, 5).await;
         assert_eq!(statuses, vec![200; 5]);
         assert_eq!(accepted.load(Ordering::SeqCst), 5);

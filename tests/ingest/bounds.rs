@@ -19,6 +19,14 @@ fn head(len: usize) -> String {
     )
 }
 
+/// A connection serving a request: its head is in, its 23-byte body only half.
+async fn request_still_coming(app: &TestApp) -> TcpStream {
+    let mut stream = TcpStream::connect(app.addr).await.unwrap();
+    stream.write_all(head(23).as_bytes()).await.unwrap();
+    stream.write_all(b"{\"zen\":").await.unwrap();
+    stream
+}
+
 #[tokio::test]
 async fn headers_that_never_finish_are_cut_after_the_header_timeout() {
     let app = TestApp::builder()
@@ -221,10 +229,7 @@ async fn at_the_connection_cap_an_idle_connection_makes_room_and_a_busy_one_does
     tokio::time::sleep(Duration::from_millis(300)).await;
     let mut busy = Vec::new();
     for _ in 0..2 {
-        let mut stream = TcpStream::connect(app.addr).await.unwrap();
-        stream.write_all(head(23).as_bytes()).await.unwrap();
-        stream.write_all(b"{\"zen\":").await.unwrap();
-        busy.push(stream);
+        busy.push(request_still_coming(&app).await);
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
     // A new connection is answered at once, 503 with Retry-After, and closed. Its 64 KiB body
@@ -273,11 +278,12 @@ async fn at_the_connection_cap_an_idle_connection_makes_room_and_a_busy_one_does
     );
 }
 
-/// Past the cap and the overflow slots (a quarter of the cap, at least 16), a connection is
-/// closed as soon as it is accepted: it learns at once, where one left in the kernel's backlog
-/// would wait for a SYN retry; the shed ones are gone within their deadline.
+/// Past the cap and the overflow slots (a quarter of the cap, at least 16), a connection waits
+/// unread for a free one, at most a second, in one of as many places as the cap; past those it
+/// is closed as soon as it is accepted: it learns at once, where one left in the kernel's
+/// backlog would wait for a SYN retry. The shed ones are gone within their deadline.
 #[tokio::test]
-async fn past_the_overflow_slots_a_connection_is_closed_at_once() {
+async fn past_the_overflow_slots_a_connection_waits_its_turn_or_is_closed_at_once() {
     let app = TestApp::builder()
         .write_config()
         .await
@@ -285,25 +291,37 @@ async fn past_the_overflow_slots_a_connection_is_closed_at_once() {
         .start()
         .await;
     // The one slot serves a request whose body is still coming.
-    let mut busy = TcpStream::connect(app.addr).await.unwrap();
-    busy.write_all(head(23).as_bytes()).await.unwrap();
-    busy.write_all(b"{\"zen\":").await.unwrap();
+    let mut busy = request_still_coming(&app).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     // Sixteen silent connections take the overflow slots for up to a second each.
+    let started = Instant::now();
     let mut silent = Vec::new();
     for _ in 0..16 {
         silent.push(TcpStream::connect(app.addr).await.unwrap());
     }
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let started = Instant::now();
+    let request = b"GET /nothing-here HTTP/1.1\r\nhost: x\r\n\r\n";
+    // The one parking place: answered once a silent one's second is up.
+    let mut parked = TcpStream::connect(app.addr).await.unwrap();
+    parked.write_all(request).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // No place left: closed at once, unanswered.
+    let refused_at = Instant::now();
     let mut refused = TcpStream::connect(app.addr).await.unwrap();
-    let _ = refused
-        .write_all(b"GET /nothing-here HTTP/1.1\r\nhost: x\r\n\r\n")
-        .await;
+    let _ = refused.write_all(request).await;
     let (answer, closed) = read_until_closed(&mut refused, Duration::from_secs(5)).await;
-    assert!(closed && answer.is_empty(), "{closed} {answer}");
+    assert!(closed && answer.is_empty(), "{closed} {answer:?}");
     assert!(
-        started.elapsed() < Duration::from_millis(500),
+        refused_at.elapsed() < Duration::from_millis(500),
+        "{:?}",
+        refused_at.elapsed()
+    );
+    let (answer, closed) = read_until_closed(&mut parked, Duration::from_secs(5)).await;
+    assert!(closed, "{answer}");
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(answer.contains("\"error\":\"overloaded\""), "{answer}");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
         "{:?}",
         started.elapsed()
     );
@@ -313,7 +331,7 @@ async fn past_the_overflow_slots_a_connection_is_closed_at_once() {
     }
     let metrics = app.metrics().await;
     assert!(
-        metrics.contains("wharf_connections_shed_total{outcome=\"answered\"} 16"),
+        metrics.contains("wharf_connections_shed_total{outcome=\"answered\"} 17"),
         "{metrics}"
     );
     assert!(
