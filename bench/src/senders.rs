@@ -155,43 +155,41 @@ impl Senders {
     async fn send(&self, conn: &mut Option<SendRequest<Full<Bytes>>>, job: &Job) -> (Reply, bool) {
         let deadline = Instant::now() + self.timeout;
         let exchange = async {
-            for _ in 0..2 {
-                let fresh = conn.is_none();
-                if fresh {
-                    *conn = Some(self.connect().await?);
+            // A kept-alive connection the receiver closed is replaced; a new one is not.
+            let stale = match conn.as_mut() {
+                Some(sender) => sender.ready().await.is_err(),
+                None => true,
+            };
+            if stale {
+                let mut fresh = self.connect().await?;
+                if fresh.ready().await.is_err() {
+                    return Err("request: connection closed before the request".to_owned());
                 }
-                let sender = conn.as_mut().expect("connected");
-                if sender.ready().await.is_err() {
-                    *conn = None;
-                    if fresh {
-                        return Err("request: connection closed before the request".to_owned());
-                    }
-                    continue;
-                }
-                let request = hyper::Request::post(&self.path)
-                    .header(hyper::header::HOST, &self.host)
-                    .header("stripe-signature", &job.signature)
-                    .header(hyper::header::CONTENT_TYPE, "application/json")
-                    .body(Full::new(job.body.clone()))
-                    .expect("a valid request");
-                let response = sender
-                    .send_request(request)
-                    .await
-                    .map_err(|e| format!("request: {}", short(&e)))?;
-                let status = response.status().as_u16();
-                let close = response
-                    .headers()
-                    .get(hyper::header::CONNECTION)
-                    .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"close"));
-                let body = response
-                    .into_body()
-                    .collect()
-                    .await
-                    .map_err(|e| format!("request: {}", short(&e)))?
-                    .to_bytes();
-                return Ok((Reply::Answer { status, body }, !close));
+                *conn = Some(fresh);
             }
-            Err("request: connection closed before the request".to_owned())
+            let sender = conn.as_mut().expect("ready");
+            let request = hyper::Request::post(&self.path)
+                .header(hyper::header::HOST, &self.host)
+                .header("stripe-signature", &job.signature)
+                .header(hyper::header::CONTENT_TYPE, "application/json")
+                .body(Full::new(job.body.clone()))
+                .expect("a valid request");
+            let response = sender
+                .send_request(request)
+                .await
+                .map_err(|e| format!("request: {}", short(&e)))?;
+            let status = response.status().as_u16();
+            let close = response
+                .headers()
+                .get(hyper::header::CONNECTION)
+                .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"close"));
+            let body = response
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| format!("request: {}", short(&e)))?
+                .to_bytes();
+            Ok((Reply::Answer { status, body }, !close))
         };
         match tokio::time::timeout_at(deadline, exchange).await {
             Ok(Ok(done)) => done,
@@ -251,13 +249,11 @@ mod tests {
                 count.fetch_add(1, Ordering::SeqCst);
                 tokio::spawn(async move {
                     let mut buf = Vec::new();
-                    let mut chunk = [0u8; 4096];
                     loop {
                         // One request: the head, then content-length bytes.
                         let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
-                            match stream.read(&mut chunk).await {
-                                Ok(0) | Err(_) => return,
-                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                            if !read_more(&mut stream, &mut buf).await {
+                                return;
                             }
                             continue;
                         };
@@ -267,9 +263,8 @@ mod tests {
                             .find_map(|l| l.strip_prefix("content-length: "))
                             .map_or(0, |v| v.trim().parse().unwrap());
                         while buf.len() < end + 4 + len {
-                            match stream.read(&mut chunk).await {
-                                Ok(0) | Err(_) => return,
-                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                            if !read_more(&mut stream, &mut buf).await {
+                                return;
                             }
                         }
                         buf.drain(..end + 4 + len);
@@ -284,6 +279,18 @@ mod tests {
             }
         });
         (addr, accepted)
+    }
+
+    /// Appends what the peer sent next; false at its end.
+    async fn read_more(stream: &mut tokio::net::TcpStream, buf: &mut Vec<u8>) -> bool {
+        let mut chunk = [0u8; 4096];
+        match stream.read(&mut chunk).await {
+            Ok(0) | Err(_) => false,
+            Ok(n) => {
+                buf.extend_from_slice(&chunk[..n]);
+                true
+            }
+        }
     }
 
     fn to(addr: SocketAddr, max_connections: usize) -> Arc<Senders> {

@@ -19,6 +19,9 @@ fn head(len: usize) -> String {
     )
 }
 
+const SHED_ANSWERED: &str = "wharf_connections_shed_total{outcome=\"answered\"}";
+const SHED_CLOSED: &str = "wharf_connections_shed_total{outcome=\"closed\"}";
+
 /// A connection serving a request: its head is in, its 23-byte body only half.
 async fn request_still_coming(app: &TestApp) -> TcpStream {
     let mut stream = TcpStream::connect(app.addr).await.unwrap();
@@ -272,10 +275,7 @@ async fn at_the_connection_cap_an_idle_connection_makes_room_and_a_busy_one_does
     assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");
     assert_eq!(app.count("webhook_inbox").await, 0);
     let metrics = app.metrics().await;
-    assert!(
-        metrics.contains("wharf_connections_shed_total{outcome=\"answered\"} 2"),
-        "{metrics}"
-    );
+    assert_eq!(metric(&metrics, SHED_ANSWERED), 2.0, "{metrics}");
 }
 
 /// Past the cap and the overflow slots (a quarter of the cap, at least 16), a connection waits
@@ -330,14 +330,8 @@ async fn past_the_overflow_slots_a_connection_waits_its_turn_or_is_closed_at_onc
         assert!(closed, "a shed connection outlived its deadline");
     }
     let metrics = app.metrics().await;
-    assert!(
-        metrics.contains("wharf_connections_shed_total{outcome=\"answered\"} 17"),
-        "{metrics}"
-    );
-    assert!(
-        metrics.contains("wharf_connections_shed_total{outcome=\"closed\"} 1"),
-        "{metrics}"
-    );
+    assert_eq!(metric(&metrics, SHED_ANSWERED), 17.0, "{metrics}");
+    assert_eq!(metric(&metrics, SHED_CLOSED), 1.0, "{metrics}");
     // The busy request was never touched.
     let mut buf = [0u8; 64];
     let read = tokio::time::timeout(Duration::from_millis(100), busy.read(&mut buf)).await;

@@ -10,12 +10,6 @@ use std::collections::HashMap;
 const ONE_SLOW_WRITER: &str = "accept_writers = 1\naccept_batch_wait_us = 100000\n";
 
 /// The value of an unlabelled counter or a histogram's `_count`/`_sum` in OpenMetrics text.
-fn metric(text: &str, name: &str) -> f64 {
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or(0.0)
-}
-
 async fn send_together(app: &TestApp, events: &[&str]) -> Vec<Answer> {
     let requests = events.iter().map(|id| {
         let (headers, body) = signed_stripe_event(id);

@@ -49,12 +49,9 @@ fn assert_limited(answer: &Answer) {
     assert!(retry_after(answer) >= 1, "{answer:?}");
 }
 
-/// The value of the metrics line whose name and labels are exactly `series`, or 0 when absent.
+/// `support::http::metric` as a count.
 fn metric(metrics: &str, series: &str) -> u64 {
-    metrics
-        .lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or(0)
+    crate::support::http::metric(metrics, series) as u64
 }
 
 #[tokio::test]

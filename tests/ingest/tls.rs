@@ -210,10 +210,7 @@ async fn read_response<S: AsyncRead + Unpin>(stream: &mut S) -> (u16, serde_json
 
 /// The value of the series `series` (name with labels) in `/metrics`, 0 when absent.
 async fn metric(app: &TestApp, series: &str) -> i64 {
-    let text = app.metrics().await;
-    text.lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
-        .map_or(0, |v| v.trim().parse::<f64>().unwrap() as i64)
+    crate::support::http::metric(&app.metrics().await, series) as i64
 }
 
 const LOADED: &str = "wharf_tls_reloads_total{outcome=\"loaded\"}";

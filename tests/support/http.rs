@@ -1,5 +1,18 @@
 //! Requests to the server under test and what it answers, down to raw TCP.
 
+/// The value of the `/metrics` line whose name and labels are exactly `series`, 0 when absent.
+pub fn metric(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|l| {
+            l.strip_prefix(series)?
+                .strip_prefix(' ')?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0.0)
+}
+
 /// An answer, read whole.
 #[derive(Debug)]
 pub struct Answer {
