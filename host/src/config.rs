@@ -165,6 +165,10 @@ pub struct WorkerConfig {
     /// Longest an idle worker waits before looking again when nothing woke it.
     #[serde(default = "default_idle_poll_ms")]
     pub idle_poll_ms: u64,
+    /// How long a worker that found less than a full batch lets the next one gather before
+    /// claiming again (a full batch claims again at once).
+    #[serde(default = "default_linger_ms")]
+    pub linger_ms: u64,
     #[serde(default = "default_reconcile_secs")]
     pub reconcile_interval_secs: u64,
     /// Connections for processing, apart from the ingest pool, so a backlog never delays
@@ -590,6 +594,9 @@ fn default_backoff_max_ms() -> u64 {
 }
 fn default_idle_poll_ms() -> u64 {
     500
+}
+fn default_linger_ms() -> u64 {
+    10
 }
 fn default_reconcile_secs() -> u64 {
     60
@@ -1080,6 +1087,7 @@ impl Config {
         );
         p.knob("worker", "backoff_max_ms", w.backoff_max_ms, 1..=86_400_000);
         p.knob("worker", "idle_poll_ms", w.idle_poll_ms, 1..=60_000);
+        p.knob("worker", "linger_ms", w.linger_ms, 0..=1000);
         p.knob(
             "worker",
             "reconcile_interval_secs",

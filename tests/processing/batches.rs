@@ -350,3 +350,53 @@ async fn three_workers_draining_one_hot_object_converge_on_its_newest_version() 
     assert!(applied >= 1, "the newest version at least");
     app.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_projection_holds_each_document_as_sent_and_none_that_jsonb_cannot_store() {
+    let app = app_without_workers("").await;
+    // An integer past 2^64 (a tree of f64s rounded it) and escapes; then a string with
+    // U+0000, which jsonb refuses: its object still moves, with no document.
+    let exact = format!(
+        r#"{{"id":"evt_big","object":"event","type":"customer.updated","created":{},"data":{{"object":{{"id":"cus_big","object":"customer","amount":123456789012345678901234567890,"note":"caf\u00e9 \ud83d\ude00"}}}}}}"#,
+        BASE + 1
+    );
+    let nul = format!(
+        r#"{{"id":"evt_nul","object":"event","type":"customer.updated","created":{},"data":{{"object":{{"id":"cus_nul","object":"customer","note":"a\u0000b"}}}}}}"#,
+        BASE + 1
+    );
+    for body in [&exact, &nul] {
+        let header = stripe_header(STRIPE_SECRET, now(), body.as_bytes());
+        let headers = [
+            ("stripe-signature", header.as_str()),
+            ("content-type", "application/json"),
+        ];
+        let answer = app.post("stripe", &headers, body.clone()).await;
+        assert_eq!(answer.status, 200, "{:?}", answer.json);
+    }
+    assert_eq!(worker(&app).try_execute().await.unwrap(), 2, "one batch");
+    assert_eq!(
+        events(&app).await,
+        vec![processed("evt_big", "applied"), processed("evt_nul", "applied")]
+    );
+    let (same, amount, note): (bool, String, String) = sqlx::query_as(
+        "SELECT state = $1::jsonb, state->'data'->'object'->>'amount',
+                state->'data'->'object'->>'note'
+         FROM object_state WHERE object_id = 'cus_big'",
+    )
+    .bind(&exact)
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    assert!(same, "the document is the event as sent");
+    assert_eq!(amount, "123456789012345678901234567890");
+    assert_eq!(note, "café 😀");
+    let (version, state): (i64, Option<serde_json::Value>) = sqlx::query_as(
+        "SELECT object_version - $1, state FROM object_state WHERE object_id = 'cus_nul'",
+    )
+    .bind(BASE)
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    assert_eq!((version, state), (1, None));
+    app.shutdown().await;
+}

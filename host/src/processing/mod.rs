@@ -3,6 +3,7 @@
 //! - `context`: what every task shares (`Processing`: pool, config, signals, NATS, backoff)
 //! - `tasks`: starting them all
 //! - `worker`: leasing inbox rows, the built-in mutation, planning deliveries
+//! - `document`: whether an event's bytes can be the projection's `jsonb` document
 //! - `outbox`: the relay that publishes accepted-event notices
 //! - `deliveries`: the relay that sends deliveries to `http` and `nats` sinks
 //! - `signing`: Standard Webhooks signatures on HTTP deliveries
@@ -12,6 +13,7 @@
 
 mod context;
 mod deliveries;
+mod document;
 mod nats;
 mod outbox;
 mod payloads;

@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::context::{MIN_IDLE, Processing, wait_for_work};
+use super::document::storable_json;
 use super::payloads::{PayloadError, StoredPayload, event_span};
 use crate::config::EndpointConfig;
 use crate::ingest::redact_db;
@@ -147,7 +148,8 @@ struct Moved<'a> {
     claim: &'a Claim,
     /// The row existed (and is locked); otherwise it is inserted.
     existing: bool,
-    state: Option<String>,
+    /// The event's bytes as they came, when `jsonb` can hold them.
+    state: Option<&'a str>,
 }
 
 /// One event committed as processed.
@@ -185,12 +187,6 @@ impl From<sqlx::Error> for ProcessError {
         ProcessError::Transient(redact_db(&e))
     }
 }
-
-/// How long a worker that found less than a full batch waits before claiming again. Each
-/// batch costs a fixed number of statements and commits however many events it holds, so
-/// under a steady stream this keeps batches large (2,000 events/s gives two workers 10 to 20
-/// events each) at the price of this much delay; a full batch claims again at once.
-const LINGER: Duration = Duration::from_millis(10);
 
 pub struct Worker {
     processing: Arc<Processing>,
@@ -264,6 +260,10 @@ impl Worker {
     pub async fn run(self, cancel: CancellationToken) -> anyhow::Result<()> {
         let max_idle = self.processing.idle_poll();
         let full = self.processing.config.worker.batch_size as usize;
+        // Each batch costs a fixed number of statements and one commit however many events it
+        // holds, so under a steady stream a worker that took everything due lets the next
+        // batch gather for `linger_ms` rather than claim each event as it arrives.
+        let linger = Duration::from_millis(self.processing.config.worker.linger_ms);
         let mut idle = MIN_IDLE;
         while !cancel.is_cancelled() {
             match self.execute(&cancel).await {
@@ -272,12 +272,10 @@ impl Worker {
                     continue;
                 }
                 Ok(n) if n > 0 => {
-                    // Everything due was taken: let the next batch gather for a moment
-                    // rather than claim each event as it arrives.
                     idle = MIN_IDLE;
                     tokio::select! {
                         _ = cancel.cancelled() => break,
-                        _ = tokio::time::sleep(LINGER) => continue,
+                        _ = tokio::time::sleep(linger) => continue,
                     }
                 }
                 Ok(_) => {}
@@ -516,7 +514,7 @@ impl Worker {
                 Moved {
                     claim,
                     existing: stored.contains_key(key),
-                    state: event_payload(claim, &bodies).ok().and_then(json_state),
+                    state: event_payload(claim, &bodies).ok().and_then(storable_json),
                 }
             })
             .collect();
@@ -791,7 +789,7 @@ async fn write(
     .bind(column(projection, |m| m.claim.version))
     .bind(column(projection, |m| m.claim.event_id.as_str()))
     .bind(column(projection, |m| m.claim.event_type.as_str()))
-    .bind(column(projection, |m| m.state.as_deref()))
+    .bind(column(projection, |m| m.state))
     .bind(column(projection, |m| m.claim.inbox_id))
     .bind(column(projection, |m| m.existing))
     .fetch_one(&mut **tx)
@@ -811,14 +809,6 @@ fn event_payload<'b>(
         .as_ref()
         .map_err(Clone::clone)?;
     event_span(body, claim.payload_span)
-}
-
-/// The event document stored in the projection: the event's payload when it is JSON that
-/// Postgres can hold (`jsonb` refuses `\u0000`), otherwise none.
-fn json_state(body: &[u8]) -> Option<String> {
-    let value: serde_json::Value = serde_json::from_slice(body).ok()?;
-    let text = value.to_string();
-    (!text.contains("\\u0000")).then_some(text)
 }
 
 /// The (sink, target, max attempts) of every route matching the event; two routes to the
