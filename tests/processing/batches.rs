@@ -376,7 +376,10 @@ async fn the_projection_holds_each_document_as_sent_and_none_that_jsonb_cannot_s
     assert_eq!(worker(&app).try_execute().await.unwrap(), 2, "one batch");
     assert_eq!(
         events(&app).await,
-        vec![processed("evt_big", "applied"), processed("evt_nul", "applied")]
+        vec![
+            processed("evt_big", "applied"),
+            processed("evt_nul", "applied")
+        ]
     );
     let (same, amount, note): (bool, String, String) = sqlx::query_as(
         "SELECT state = $1::jsonb, state->'data'->'object'->>'amount',
@@ -399,4 +402,52 @@ async fn the_projection_holds_each_document_as_sent_and_none_that_jsonb_cannot_s
     .unwrap();
     assert_eq!((version, state), (1, None));
     app.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_reads_the_due_rows_not_every_row_of_an_analyzed_inbox() {
+    let app_owned = app_without_workers("").await;
+    let n = 800_i64;
+    let app = &app_owned;
+    for chunk in (0..n).collect::<Vec<_>>().chunks(16) {
+        futures::future::join_all(chunk.iter().map(|i| async move {
+            let (headers, body) = signed_stripe_event(&format!("evt_claim_{i}"));
+            let answer = app.post("stripe", &refs(&headers), body).await;
+            assert_eq!(answer.status, 200, "{:?}", answer.json);
+        }))
+        .await;
+    }
+    // As autovacuum would in production: statistics that know how large the inbox is. With
+    // them, a claim planned for any batch size read every row of the inbox.
+    sqlx::query("ANALYZE webhook_inbox")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(
+        worker(&app).try_execute().await.unwrap(),
+        32,
+        "one full batch"
+    );
+    let db = app.db.clone();
+    // Its connections end, and with them Postgres publishes their table statistics.
+    app_owned.shutdown().await;
+    let stats = "SELECT coalesce(sum(n_tup_upd), 0)::bigint,
+                        coalesce(sum(idx_tup_fetch + seq_tup_read), 0)::bigint
+                 FROM pg_stat_user_tables WHERE relname LIKE 'webhook_inbox%'";
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let (updated, read) = loop {
+        let (updated, read): (i64, i64) = sqlx::query_as(stats).fetch_one(&db).await.unwrap();
+        if updated >= 64 || std::time::Instant::now() > deadline {
+            break (updated, read);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    };
+    assert_eq!(
+        updated, 64,
+        "claimed and completed: the statistics were published"
+    );
+    assert!(
+        read < n / 2,
+        "{read} inbox rows read to claim and process 32 of {n} events"
+    );
 }

@@ -93,7 +93,12 @@ mod tests {
             b"\"\xc3\x28\"",
             b"",
         ] {
-            assert_eq!(storable_json(body), None, "{:?}", String::from_utf8_lossy(body));
+            assert_eq!(
+                storable_json(body),
+                None,
+                "{:?}",
+                String::from_utf8_lossy(body)
+            );
         }
         let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
         assert_eq!(storable_json(deep.as_bytes()), None);

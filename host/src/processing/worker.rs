@@ -301,18 +301,23 @@ impl Worker {
 
     async fn claim(&self) -> anyhow::Result<Vec<Claim>> {
         let w = &self.processing.config.worker;
+        // The due ids are gathered into an array that the update probes by primary key.
+        // Joined as a subquery instead, the generic plan (Wharf's connections use only those)
+        // guesses a tenth of the table for `LIMIT $1` and hash-joins the due rows to a scan
+        // of the whole partition: once the inbox is analyzed, every claim read every row of
+        // the day (18 ms a claim at 20,000 rows, growing all day).
         let rows = sqlx::query(
             "UPDATE webhook_inbox AS i
              SET status = 'PROCESSING', attempt_count = i.attempt_count + 1,
                  claim_id = gen_random_uuid(),
                  lease_until = now() + make_interval(secs => $2),
                  next_attempt_at = now() + make_interval(secs => $2)
-             FROM (SELECT inbox_id FROM webhook_inbox
-                   WHERE status IN ('PENDING', 'PROCESSING') AND next_attempt_at <= now()
-                   ORDER BY next_attempt_at
-                   LIMIT $1
-                   FOR UPDATE SKIP LOCKED) AS due
-             WHERE i.inbox_id = due.inbox_id
+             WHERE i.inbox_id = ANY (ARRAY(
+                 SELECT inbox_id FROM webhook_inbox
+                 WHERE status IN ('PENDING', 'PROCESSING') AND next_attempt_at <= now()
+                 ORDER BY next_attempt_at
+                 LIMIT $1
+                 FOR UPDATE SKIP LOCKED))
              RETURNING i.inbox_id, i.provider, i.endpoint_id, i.provider_event_id, i.event_type,
                        i.object_id, i.object_version_kind, i.object_version, i.raw_payload_ref,
                        i.attempt_count, i.claim_id, i.payload_start, i.payload_end,
