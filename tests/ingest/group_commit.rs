@@ -314,19 +314,11 @@ async fn acceptance_reads_stored_events_by_index_not_by_scanning_the_inbox() {
     let db = app.db.clone();
     // Its connections end, and with them Postgres publishes their table statistics.
     app.shutdown().await;
-    let stats = "SELECT coalesce(sum(n_tup_ins), 0)::bigint, coalesce(sum(seq_tup_read), 0)::bigint
-                 FROM pg_stat_user_tables WHERE relname LIKE 'webhook_inbox%'";
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    let (inserted, scanned) = loop {
-        let (inserted, scanned): (i64, i64) = sqlx::query_as(stats).fetch_one(&db).await.unwrap();
-        if inserted >= n || std::time::Instant::now() > deadline {
-            break (inserted, scanned);
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    };
-    assert_eq!(inserted, n, "the inserts' statistics were published");
+    let inbox = table_activity(&db, "webhook_inbox%", n).await;
+    assert_eq!(inbox.written, n, "the inserts' statistics were published");
     assert!(
-        scanned < n,
-        "{scanned} inbox rows read by sequential scans for {n} acceptances"
+        inbox.seq_read < n,
+        "{} inbox rows read by sequential scans for {n} acceptances",
+        inbox.seq_read
     );
 }

@@ -18,6 +18,7 @@ mod nats;
 mod once;
 mod operators;
 mod ordering;
+mod plans;
 mod retention;
 mod signed;
 mod spans;

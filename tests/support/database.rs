@@ -67,3 +67,38 @@ fn created_before(name: &str, cutoff: std::time::SystemTime) -> bool {
 pub async fn scalar_i64(db: &PgPool, sql: &str) -> i64 {
     sqlx::query_scalar(sql).fetch_one(db).await.unwrap()
 }
+
+/// Rows written and rows read (by index or sequential scans) in the tables whose names
+/// match `tables` (a LIKE pattern, so every partition counts), as Postgres publishes them:
+/// waits up to 20 s until `written` (inserts plus updates) is at least `written_at_least`,
+/// since a connection publishes its statistics when it ends or is idle.
+pub async fn table_activity(db: &PgPool, tables: &str, written_at_least: i64) -> TableActivity {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let (written, index_read, seq_read): (i64, i64, i64) = sqlx::query_as(
+            "SELECT coalesce(sum(n_tup_ins + n_tup_upd), 0)::bigint,
+                    coalesce(sum(idx_tup_fetch), 0)::bigint,
+                    coalesce(sum(seq_tup_read), 0)::bigint
+             FROM pg_stat_user_tables WHERE relname LIKE $1",
+        )
+        .bind(tables)
+        .fetch_one(db)
+        .await
+        .unwrap();
+        if written >= written_at_least || std::time::Instant::now() > deadline {
+            return TableActivity {
+                written,
+                index_read,
+                seq_read,
+            };
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
+#[derive(Debug)]
+pub struct TableActivity {
+    pub written: i64,
+    pub index_read: i64,
+    pub seq_read: i64,
+}

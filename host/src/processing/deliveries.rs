@@ -210,6 +210,8 @@ impl DeliveryRelay {
             .iter()
             .map(|r| format!("{} {}", r.sink.as_str(), r.target()))
             .collect();
+        // The update probes the due rows by key (arrays), as the worker's claim does: joined,
+        // the generic plan hash-joined them to a scan of every delivery in the partition.
         let rows = sqlx::query(
             "WITH due AS (
                  SELECT delivery_id, inbox_id FROM deliveries
@@ -225,7 +227,8 @@ impl DeliveryRelay {
                  UPDATE deliveries AS d
                  SET attempt_count = d.attempt_count + 1, claim_id = gen_random_uuid(),
                      next_attempt_at = now() + make_interval(secs => $2)
-                 FROM due WHERE d.delivery_id = due.delivery_id AND d.inbox_id = due.inbox_id
+                 WHERE d.delivery_id = ANY (ARRAY(SELECT delivery_id FROM due))
+                   AND d.inbox_id = ANY (ARRAY(SELECT inbox_id FROM due))
                  RETURNING d.delivery_id, d.inbox_id, d.sink, d.target, d.attempt_count,
                            d.max_attempts, d.claim_id
              )
