@@ -199,10 +199,18 @@ impl DeliveryRelay {
             Lane::Unrouted | Lane::All => self.longest_timeout(),
         };
         let lease = timeout + LEASE_MARGIN;
-        let (lane, sink, target) = match &self.lane {
-            Lane::Target { sink, target } => ("target", Some(sink), Some(target)),
-            Lane::Unrouted => ("unrouted", None, None),
-            Lane::All => ("all", None, None),
+        // One statement text per lane, so a target's generic plan walks its
+        // `(sink, target, next_attempt_at)` index in order and stops after the batch; one
+        // text for every lane read and sorted all the lane's pending rows on each claim (a
+        // target's whole backlog). The update then probes the due rows by key (arrays), as
+        // the worker's claim does: joined, the generic plan hash-joined them to a scan of
+        // every delivery in the partition.
+        let (lane_filter, sink, target) = match &self.lane {
+            Lane::Target { sink, target } => {
+                ("AND sink = $3 AND target = $4", Some(sink), Some(target))
+            }
+            Lane::Unrouted => ("AND NOT (sink || ' ' || target = ANY($5))", None, None),
+            Lane::All => ("", None, None),
         };
         let routed: Vec<String> = p
             .config
@@ -210,16 +218,10 @@ impl DeliveryRelay {
             .iter()
             .map(|r| format!("{} {}", r.sink.as_str(), r.target()))
             .collect();
-        // The update probes the due rows by key (arrays), as the worker's claim does: joined,
-        // the generic plan hash-joined them to a scan of every delivery in the partition.
-        let rows = sqlx::query(
+        let statement = format!(
             "WITH due AS (
                  SELECT delivery_id, inbox_id FROM deliveries
-                 WHERE status = 'PENDING' AND next_attempt_at <= now()
-                   AND CASE $3
-                       WHEN 'target' THEN sink = $4 AND target = $5
-                       WHEN 'unrouted' THEN NOT (sink || ' ' || target = ANY($6))
-                       ELSE true END
+                 WHERE status = 'PENDING' AND next_attempt_at <= now() {lane_filter}
                  ORDER BY next_attempt_at
                  LIMIT $1
                  FOR UPDATE SKIP LOCKED
@@ -238,17 +240,18 @@ impl DeliveryRelay {
                     i.payload_end, i.received_at, i.trace_context
              FROM claimed c
              JOIN webhook_inbox i ON i.inbox_id = c.inbox_id
-             LEFT JOIN webhook_payloads pl ON pl.payload_ref = i.raw_payload_ref",
-        )
-        .bind(limit)
-        .bind(lease.as_secs_f64())
-        .bind(lane)
-        .bind(sink)
-        .bind(target)
-        .bind(&routed)
-        .fetch_all(&p.pool)
-        .await
-        .map_err(|e| anyhow::anyhow!(redact_db(&e)))?;
+             LEFT JOIN webhook_payloads pl ON pl.payload_ref = i.raw_payload_ref"
+        );
+        // Every lane binds the same parameters; its text uses those it needs.
+        let rows = sqlx::query(&statement)
+            .bind(limit)
+            .bind(lease.as_secs_f64())
+            .bind(sink)
+            .bind(target)
+            .bind(&routed)
+            .fetch_all(&p.pool)
+            .await
+            .map_err(|e| anyhow::anyhow!(redact_db(&e)))?;
         Ok(rows
             .into_iter()
             .map(|r| Claimed {
@@ -500,6 +503,8 @@ impl DeliveryRelay {
         if marks.is_empty() {
             return;
         }
+        // `delivery_id = ANY($1)` lets the plan probe the marked rows by key; joined to the
+        // list alone, a generic plan could hash-join it to a scan of the partition.
         let result = sqlx::query(
             "UPDATE deliveries AS d
              SET status = m.status, last_error = m.error, claim_id = NULL,
@@ -508,8 +513,9 @@ impl DeliveryRelay {
              FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::float8[],
                          $6::uuid[])
                   AS m(delivery_id, claim_id, status, error, delay, inbox_id)
-             WHERE d.delivery_id = m.delivery_id AND d.inbox_id = m.inbox_id
-               AND d.claim_id = m.claim_id AND d.status = 'PENDING'",
+             WHERE d.delivery_id = ANY ($1) AND d.delivery_id = m.delivery_id
+               AND d.inbox_id = m.inbox_id AND d.claim_id = m.claim_id
+               AND d.status = 'PENDING'",
         )
         .bind(column(marks, |m| m.delivery_id))
         .bind(column(marks, |m| m.claim_id))
