@@ -5,8 +5,6 @@
 //! The first two tests analyze a table of 800 rows, claim one batch, and count the rows read;
 //! the last checks that the relays' lanes, one statement each, take what is theirs.
 
-use std::sync::Arc;
-
 use wharf::processing::{DeliveryRelay, Lane, Worker};
 
 use crate::support::{app::*, database::*, http::*, receiver::*, signing::*};
@@ -26,6 +24,16 @@ async fn accept_events(app: &TestApp, prefix: &str) {
     }
 }
 
+/// An app whose server runs no workers or relays, with a route to `url`: the test drives
+/// each step.
+async fn app_routing_to(url: &str) -> TestApp {
+    TestApp::builder()
+        .append_toml(&worker_toml(0))
+        .append_toml(&http_route_toml(url, ""))
+        .start()
+        .await
+}
+
 async fn analyze(app: &TestApp, table: &str) {
     sqlx::query(&format!("ANALYZE {table}"))
         .execute(&app.db)
@@ -41,8 +49,7 @@ async fn a_worker_claim_reads_the_due_rows_not_every_row_of_an_analyzed_inbox() 
         .await;
     accept_events(&app, "evt_claim").await;
     analyze(&app, "webhook_inbox").await;
-    let processing = Arc::clone(&app.server.as_ref().unwrap().processing);
-    let worker = Worker::new(processing);
+    let worker = Worker::new(app.processing());
     assert_eq!(worker.try_execute().await.unwrap(), BATCH as usize);
     drop(worker);
     let db = app.db.clone();
@@ -62,14 +69,9 @@ async fn a_worker_claim_reads_the_due_rows_not_every_row_of_an_analyzed_inbox() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_delivery_claim_reads_the_due_rows_not_every_pending_delivery_of_its_target() {
     let receiver = Receiver::start(Behaviour::ok()).await;
-    let app = TestApp::builder()
-        .append_toml(&worker_toml(0))
-        .append_toml(&http_route_toml(&receiver.url, ""))
-        .start()
-        .await;
+    let app = app_routing_to(&receiver.url).await;
     accept_events(&app, "evt_delivery_claim").await;
-    let processing = Arc::clone(&app.server.as_ref().unwrap().processing);
-    let worker = Worker::new(Arc::clone(&processing));
+    let worker = Worker::new(app.processing());
     let mut processed = 0;
     while processed < EVENTS as usize {
         processed += worker.try_execute().await.unwrap();
@@ -79,7 +81,7 @@ async fn a_delivery_claim_reads_the_due_rows_not_every_pending_delivery_of_its_t
         sink: "http".into(),
         target: receiver.url.clone(),
     };
-    let relay = DeliveryRelay::new(processing, lane);
+    let relay = DeliveryRelay::new(app.processing(), lane);
     assert_eq!(relay.try_execute().await.unwrap(), BATCH as usize);
     assert_eq!(receiver.arrived(), BATCH as usize);
     drop((worker, relay));
@@ -103,21 +105,13 @@ async fn a_delivery_claim_reads_the_due_rows_not_every_pending_delivery_of_its_t
 async fn the_unrouted_lane_sends_what_no_configured_route_targets_and_nothing_else() {
     let routed = Receiver::start(Behaviour::ok()).await;
     let former = Receiver::start(Behaviour::ok()).await;
-    let app = TestApp::builder()
-        .append_toml(&worker_toml(0))
-        .append_toml(&http_route_toml(&routed.url, ""))
-        .start()
-        .await;
+    let app = app_routing_to(&routed.url).await;
     for id in ["evt_lane_routed", "evt_lane_former"] {
         let (headers, body) = signed_stripe_event(id);
         assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
     }
-    let processing = Arc::clone(&app.server.as_ref().unwrap().processing);
     assert_eq!(
-        Worker::new(Arc::clone(&processing))
-            .try_execute()
-            .await
-            .unwrap(),
+        Worker::new(app.processing()).try_execute().await.unwrap(),
         2
     );
     // One was planned under a route since changed: its target is configured no more.
@@ -130,7 +124,7 @@ async fn the_unrouted_lane_sends_what_no_configured_route_targets_and_nothing_el
     .execute(&app.db)
     .await
     .unwrap();
-    let unrouted = DeliveryRelay::new(Arc::clone(&processing), Lane::Unrouted);
+    let unrouted = DeliveryRelay::new(app.processing(), Lane::Unrouted);
     assert_eq!(unrouted.try_execute().await.unwrap(), 1);
     assert_eq!((former.arrived(), routed.arrived()), (1, 0));
     assert_eq!(
@@ -143,7 +137,7 @@ async fn the_unrouted_lane_sends_what_no_configured_route_targets_and_nothing_el
         target: routed.url.clone(),
     };
     assert_eq!(
-        DeliveryRelay::new(processing, lane)
+        DeliveryRelay::new(app.processing(), lane)
             .try_execute()
             .await
             .unwrap(),

@@ -381,6 +381,12 @@ impl TestApp {
         scalar_i64(&self.db, &format!("SELECT count(*) FROM {table}")).await
     }
 
+    /// The server's processing context, for tests that drive workers and relays one step at
+    /// a time (`Worker::new`, `DeliveryRelay::new`).
+    pub fn processing(&self) -> Arc<wharf::processing::Processing> {
+        Arc::clone(&self.server.as_ref().expect("a running server").processing)
+    }
+
     pub async fn shutdown(mut self) {
         if let Some(server) = self.server.take() {
             server.shutdown().await.expect("clean shutdown");
