@@ -41,6 +41,17 @@ async fn analyze(app: &TestApp, table: &str) {
         .unwrap();
 }
 
+/// Stops `app` (its connections end, and with them Postgres publishes their table
+/// statistics), checks that `written` rows were written to `tables`, and returns how many
+/// rows were read from them.
+async fn rows_read(app: TestApp, tables: &str, written: i64) -> i64 {
+    let db = app.db.clone();
+    app.shutdown().await;
+    let activity = table_activity(&db, tables, written).await;
+    assert_eq!(activity.written, written, "statistics published");
+    activity.index_read + activity.seq_read
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_claim_reads_the_due_rows_not_every_row_of_an_analyzed_inbox() {
     let app = TestApp::builder()
@@ -52,13 +63,8 @@ async fn a_worker_claim_reads_the_due_rows_not_every_row_of_an_analyzed_inbox() 
     let worker = Worker::new(app.processing());
     assert_eq!(worker.try_execute().await.unwrap(), BATCH as usize);
     drop(worker);
-    let db = app.db.clone();
-    // Its connections end, and with them Postgres publishes their table statistics.
-    app.shutdown().await;
     // Claimed, then processed: two updates of each of the batch's rows.
-    let inbox = table_activity(&db, "webhook_inbox%", EVENTS + 2 * BATCH).await;
-    assert_eq!(inbox.written, EVENTS + 2 * BATCH, "statistics published");
-    let read = inbox.index_read + inbox.seq_read;
+    let read = rows_read(app, "webhook_inbox%", EVENTS + 2 * BATCH).await;
     // A hash join over the inbox read all 800 rows and more (896).
     assert!(
         read < EVENTS / 2,
@@ -85,13 +91,8 @@ async fn a_delivery_claim_reads_the_due_rows_not_every_pending_delivery_of_its_t
     assert_eq!(relay.try_execute().await.unwrap(), BATCH as usize);
     assert_eq!(receiver.arrived(), BATCH as usize);
     drop((worker, relay));
-    let db = app.db.clone();
-    app.shutdown().await;
     // Each planned (an insert), then the batch claimed and marked by the relay.
-    let written = EVENTS + 2 * BATCH;
-    let deliveries = table_activity(&db, "deliveries%", written).await;
-    assert_eq!(deliveries.written, written, "statistics published");
-    let read = deliveries.index_read + deliveries.seq_read;
+    let read = rows_read(app, "deliveries%", EVENTS + 2 * BATCH).await;
     // Before: one statement for every lane read and sorted all the lane's pending rows and
     // hash-joined them to the table, and marking the batch hash-joined it to the table
     // again (2,400 rows read in all).
