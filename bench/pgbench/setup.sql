@@ -1,13 +1,15 @@
--- Run once on a freshly migrated Wharf database before accept.sql (wharf-bench does both).
--- 64 incompressible 10 KiB payloads with their SHA-256, like the hash Wharf stores, so the
--- script copies a body instead of generating one, and Postgres' TOAST compression gets no
--- more help than it does from the load generator's bodies.
+-- Run once on a freshly migrated Wharf database before accept.sql (wharf-bench does both,
+-- with payload_chunks from what Wharf stores for the benchmark's bodies: compressed, then
+-- sealed). 64 random payloads of payload_chunks x 16 bytes with their SHA-256, like the hash
+-- Wharf stores, so the script copies a body instead of generating one; like a sealed body,
+-- nothing in them compresses.
+--   psql -v payload_chunks=640 -f bench/pgbench/setup.sql <db>
 CREATE TABLE bench_payloads (id int PRIMARY KEY, body bytea NOT NULL, hash bytea NOT NULL);
 INSERT INTO bench_payloads (id, body, hash)
 SELECT i, b, sha256(b)
 FROM (
     SELECT i, (SELECT string_agg(decode(md5(random()::text || i || j), 'hex'), ''::bytea)
-               FROM generate_series(1, 640) j) AS b
+               FROM generate_series(1, :payload_chunks) j) AS b
     FROM generate_series(1, 64) i
 ) s;
 

@@ -13,7 +13,7 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 use tokio::time::Instant;
 
-use crate::events::{BodySizes, EventSource, Kind};
+use crate::events::{BodyContent, BodySizes, EventSource, Kind};
 use crate::senders::{Job, Reply, Senders};
 
 #[derive(Debug, Clone)]
@@ -27,6 +27,7 @@ pub struct LoadConfig {
     /// How many requests: `rate * duration` unless set.
     pub requests: u64,
     pub sizes: BodySizes,
+    pub content: BodyContent,
     pub objects: u32,
     pub duplicate_share: f64,
     pub bad_signature_share: f64,
@@ -226,6 +227,7 @@ pub async fn run(config: LoadConfig, quiet: bool) -> anyhow::Result<Summary> {
     let mut source = EventSource::new(
         &config.secret,
         config.sizes.clone(),
+        config.content,
         config.objects,
         config.duplicate_share,
         config.bad_signature_share,

@@ -25,7 +25,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand};
 
-use events::BodySizes;
+use events::{BodyContent, BodySizes};
 use loadgen::LoadConfig;
 use sweep::{Bench, Plan};
 
@@ -108,6 +108,9 @@ struct RunArgs {
     /// Share of requests that resend an earlier one byte for byte.
     #[arg(long, default_value_t = 0.02)]
     duplicates: f64,
+    /// What fills the bodies: Stripe-style JSON, or a random string that does not compress.
+    #[arg(long, value_enum, default_value_t = BodyContent::Json)]
+    bodies: BodyContent,
     /// Share of requests signed with the wrong secret (expect 401).
     #[arg(long, default_value_t = 0.01)]
     bad_signatures: f64,
@@ -136,6 +139,9 @@ struct LoadArgs {
     /// Every body this many bytes instead of the realistic mix (10 KiB mean, tail to 1 MiB).
     #[arg(long)]
     body_bytes: Option<usize>,
+    /// What fills the bodies: Stripe-style JSON, or a random string that does not compress.
+    #[arg(long, value_enum, default_value_t = BodyContent::Json)]
+    bodies: BodyContent,
     /// Distinct provider objects the events are about.
     #[arg(long, default_value_t = 10_000)]
     objects: u32,
@@ -205,6 +211,7 @@ async fn standalone(args: LoadArgs) -> anyhow::Result<ExitCode> {
         sizes: args
             .body_bytes
             .map_or_else(BodySizes::realistic, BodySizes::Fixed),
+        content: args.bodies,
         objects: args.objects,
         duplicate_share: args.duplicates,
         bad_signature_share: args.bad_signatures,
@@ -214,9 +221,10 @@ async fn standalone(args: LoadArgs) -> anyhow::Result<ExitCode> {
         seed: fastrand::u64(..),
     };
     eprintln!(
-        "offering {:.0} requests/s, {requests} requests; bodies: {}",
+        "offering {:.0} requests/s, {requests} requests; bodies: {}, {}",
         config.rate,
-        config.sizes.describe()
+        config.sizes.describe(),
+        config.content.describe()
     );
     let summary = loadgen::run(config, false).await?;
     summary.print_human();
@@ -280,6 +288,7 @@ async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         warmup_requests: if smoke { 10 } else { 50 },
         duplicate_share: args.duplicates,
         bad_signature_share: args.bad_signatures,
+        content: args.bodies,
         timeout: Duration::from_secs(10),
         connections: args.connections,
     };

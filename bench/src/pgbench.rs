@@ -13,6 +13,8 @@ use crate::wharf::{Postgres, Setup, migrate};
 #[derive(Debug, Clone, Serialize)]
 pub struct Ceiling {
     pub rows_per_transaction: u32,
+    /// Each payload row's body, sized to what Wharf stores for the benchmark's bodies.
+    pub payload_bytes: usize,
     pub clients: u32,
     pub seconds: u32,
     pub transactions_per_s: f64,
@@ -26,12 +28,13 @@ pub async fn measure(
     postgres: &Postgres,
     dir: &Path,
     rows: u32,
+    payload_bytes: usize,
     clients: u32,
     seconds: u32,
 ) -> anyhow::Result<Ceiling> {
     let database = format!("wharf_bench_pg_{}_{rows}", std::process::id());
     let url = postgres.create(&database).await?;
-    let result = run(setup, dir, &url, rows, clients, seconds);
+    let result = run(setup, dir, &url, rows, payload_bytes, clients, seconds);
     postgres.drop(&database).await?;
     result
 }
@@ -41,13 +44,18 @@ fn run(
     dir: &Path,
     url: &str,
     rows: u32,
+    payload_bytes: usize,
     clients: u32,
     seconds: u32,
 ) -> anyhow::Result<Ceiling> {
     migrate(setup, &dir.join("pgbench-config"), url)?;
     let scripts = setup.repo.join("bench/pgbench");
     let setup_sql = Command::new("psql")
-        .args(["-q", "-v", "ON_ERROR_STOP=1", "-f"])
+        .args(["-q", "-v", "ON_ERROR_STOP=1", "-v"])
+        // Random bytes in 16-byte steps (md5 digests), which no compression shrinks, as
+        // sealing leaves Wharf's.
+        .arg(format!("payload_chunks={}", payload_bytes.div_ceil(16)))
+        .arg("-f")
         .arg(scripts.join("setup.sql"))
         .arg(url)
         .output()
@@ -90,6 +98,7 @@ fn run(
     let tps = field(&stdout, "tps = ").context("pgbench printed no tps")?;
     Ok(Ceiling {
         rows_per_transaction: rows,
+        payload_bytes: payload_bytes.div_ceil(16) * 16,
         clients,
         seconds,
         transactions_per_s: tps,

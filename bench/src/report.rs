@@ -308,14 +308,16 @@ pub fn markdown(
         );
     }
 
-    if !outcome.ceilings.is_empty() {
+    if let Some(first) = outcome.ceilings.first() {
         let _ = writeln!(w, "\n## Postgres ceiling\n");
         let _ = writeln!(
             w,
             "`bench/pgbench/accept.sql` on a freshly migrated database (`wharf migrate`, then \
              `bench/pgbench/setup.sql`): per event an inbox row (`ON CONFLICT DO NOTHING`), its outbox row \
-             and a 10 KiB incompressible payload, as `host/src/ingest/store.rs` writes them, in one \
-             statement per transaction; Wharf is not running.\n"
+             and a payload of {} random bytes (what Wharf stores, compressed and sealed, for the benchmark's \
+             bodies on average), as `host/src/ingest/store.rs` writes them, in one \
+             statement per transaction; Wharf is not running.\n",
+            first.payload_bytes
         );
         let _ = writeln!(
             w,
@@ -383,6 +385,7 @@ mod tests {
         };
         let ceiling = |rows: u32, rows_per_s: f64| Ceiling {
             rows_per_transaction: rows,
+            payload_bytes: 10_288,
             clients: 64,
             seconds: 20,
             transactions_per_s: rows_per_s / rows as f64,
@@ -426,6 +429,7 @@ mod tests {
             warmup_requests: 50,
             duplicate_share: 0.02,
             bad_signature_share: 0.01,
+            content: crate::events::BodyContent::Json,
             timeout: std::time::Duration::from_secs(10),
             connections: 1024,
         };

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::events::BodySizes;
+use crate::events::{BodyContent, BodySizes};
 use crate::loadgen::{self, LoadConfig, Summary};
 use crate::pgbench::{self, Ceiling};
 use crate::wharf::{self, Postgres, Setup, Usage};
@@ -29,6 +29,8 @@ pub struct Plan {
     pub warmup_requests: u64,
     pub duplicate_share: f64,
     pub bad_signature_share: f64,
+    /// What fills the bodies past their envelope.
+    pub content: BodyContent,
     pub timeout: Duration,
     /// The generator's connections at most.
     pub connections: usize,
@@ -95,9 +97,10 @@ impl Bench {
         }
         let mut ceilings = Vec::new();
         if self.plan.pgbench_secs > 0 {
+            let payload_bytes = self.plan.content.stored_bytes(&BodySizes::realistic());
             for rows in [1, 10] {
                 eprintln!(
-                    "== pgbench: {rows} row(s) per transaction, {} clients, {} s",
+                    "== pgbench: {rows} row(s) per transaction, {} clients, {} s, payloads of {payload_bytes} bytes",
                     self.plan.pgbench_clients, self.plan.pgbench_secs
                 );
                 let c = pgbench::measure(
@@ -105,6 +108,7 @@ impl Bench {
                     &self.postgres,
                     &self.scratch,
                     rows,
+                    payload_bytes,
                     self.plan.pgbench_clients,
                     self.plan.pgbench_secs,
                 )
@@ -120,7 +124,11 @@ impl Bench {
             runs: self.runs,
             highest_sustainable: highest,
             ceilings,
-            body_mix: BodySizes::realistic().describe(),
+            body_mix: format!(
+                "{}, {}",
+                BodySizes::realistic().describe(),
+                self.plan.content.describe()
+            ),
             workers: self.setup.workers,
         })
     }
@@ -199,6 +207,7 @@ impl Bench {
             rate,
             requests,
             sizes: BodySizes::realistic(),
+            content: self.plan.content,
             objects: 10_000,
             duplicate_share: self.plan.duplicate_share,
             bad_signature_share: self.plan.bad_signature_share,
