@@ -169,6 +169,9 @@ pub struct WorkerConfig {
     /// claiming again (a full batch claims again at once).
     #[serde(default = "default_linger_ms")]
     pub linger_ms: u64,
+    /// What `object_state.state` keeps (an endpoint may override it).
+    #[serde(default)]
+    pub projection_document: ProjectionDocument,
     #[serde(default = "default_reconcile_secs")]
     pub reconcile_interval_secs: u64,
     /// Connections for processing, apart from the ingest pool, so a backlog never delays
@@ -449,6 +452,20 @@ pub struct SecretsConfig {
     pub file: PathBuf,
 }
 
+/// What the built-in projection keeps of each object's newest event besides its version, id,
+/// type and inbox id (which it always keeps: they order the events).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProjectionDocument {
+    /// `state` stays NULL. The event's body is the sealed payload of the row's `inbox_id`
+    /// (`wharf events show --payload`): no plaintext copy of any body in the database, and
+    /// processing writes no second copy of every body (docs/performance.md).
+    #[default]
+    None,
+    /// `state` holds the event's document as JSON, in plaintext, for queries.
+    Event,
+}
+
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum UnsupportedTypes {
@@ -496,6 +513,9 @@ pub struct EndpointConfig {
     pub rate_limit: Option<RateLimit>,
     /// Processing attempts before `FAILED` (default: `[worker] max_attempts`).
     pub max_attempts: Option<u32>,
+    /// What the projection keeps of this endpoint's events (default: `[worker]
+    /// projection_document`).
+    pub projection_document: Option<ProjectionDocument>,
     /// Further secret sets a WIT 0.2 adapter's checks may name, by slot (Meta:
     /// `secrets = { verify-token = "meta-verify" }` beside `secret` for the app secret).
     #[serde(default)]
@@ -1166,6 +1186,15 @@ impl Config {
         }
     }
 
+    /// What the projection keeps of one endpoint's events.
+    pub fn projection_document(&self, endpoint_id: &str) -> ProjectionDocument {
+        self.endpoints
+            .iter()
+            .find(|e| e.id == endpoint_id)
+            .and_then(|e| e.projection_document)
+            .unwrap_or(self.worker.projection_document)
+    }
+
     /// Attempts allowed for one endpoint's events.
     pub fn max_attempts(&self, endpoint_id: &str) -> u32 {
         self.endpoints
@@ -1402,6 +1431,25 @@ mod tests {
         assert_eq!(config.server.body_timeout_ms, 30_000);
         assert_eq!(config.server.max_connections, 1024);
         assert_eq!(config.server.max_buffered_bytes, 64 << 20);
+    }
+
+    #[test]
+    fn the_projection_keeps_no_document_unless_the_worker_or_the_endpoint_says_so() {
+        let by_default = config_with("server", "").unwrap();
+        assert_eq!(
+            by_default.projection_document("e"),
+            ProjectionDocument::None
+        );
+        let all = config_with("worker", "projection_document = \"event\"\n").unwrap();
+        assert_eq!(all.projection_document("e"), ProjectionDocument::Event);
+        let one = config_with("endpoint", "projection_document = \"event\"\n").unwrap();
+        assert_eq!(one.projection_document("e"), ProjectionDocument::Event);
+        assert_eq!(one.projection_document("other"), ProjectionDocument::None);
+        let error = config_with("worker", "projection_document = \"body\"\n").unwrap_err();
+        assert!(
+            format!("{error:#}").contains("unknown variant `body`"),
+            "{error:#}"
+        );
     }
 
     #[test]

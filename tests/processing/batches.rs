@@ -12,6 +12,9 @@ use crate::support::{app::*, database::*, http::*, signing::*, wait::*};
 
 const BASE: i64 = 1_764_000_000;
 
+/// Appended right after `worker_toml`: the projection keeps each object's newest document.
+const KEEP_DOCUMENTS: &str = "projection_document = \"event\"\n";
+
 /// An app whose server runs no workers or relays: the test drives one batch at a time.
 async fn app_without_workers(extra: &str) -> TestApp {
     TestApp::builder()
@@ -58,7 +61,7 @@ fn processed(id: &str, outcome: &str) -> (String, String, Option<String>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_batch_of_several_objects_and_versions_applies_each_in_version_order() {
-    let app = app_without_workers("").await;
+    let app = app_without_workers(KEEP_DOCUMENTS).await;
     // Arrival order is not version order.
     for (id, object, version) in [
         ("evt_a3", "cus_a", 3),
@@ -353,7 +356,7 @@ async fn three_workers_draining_one_hot_object_converge_on_its_newest_version() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_projection_holds_each_document_as_sent_and_none_that_jsonb_cannot_store() {
-    let app = app_without_workers("").await;
+    let app = app_without_workers(KEEP_DOCUMENTS).await;
     // An integer past 2^64 (a tree of f64s rounded it) and escapes; then a string with
     // U+0000, which jsonb refuses: its object still moves, with no document.
     let exact = format!(
@@ -401,5 +404,101 @@ async fn the_projection_holds_each_document_as_sent_and_none_that_jsonb_cannot_s
     .await
     .unwrap();
     assert_eq!((version, state), (1, None));
+    app.shutdown().await;
+}
+
+/// Sends event `id` about `cus_1` at version `BASE + version` to `endpoint`.
+async fn send_to(app: &TestApp, endpoint: &str, id: &str, version: i64) -> Uuid {
+    let (headers, body) = signed_stripe_object_event(id, "cus_1", BASE + version);
+    let answer = app.post(endpoint, &refs(&headers), body).await;
+    assert_eq!(answer.status, 200, "{:?}", answer.json);
+    answer.json["inbox_id"].as_str().unwrap().parse().unwrap()
+}
+
+/// `cus_1`'s projection row at `endpoint`: (version, event id, inbox id, document).
+async fn projection_row(
+    app: &TestApp,
+    endpoint: &str,
+) -> (i64, String, Uuid, Option<serde_json::Value>) {
+    sqlx::query_as(
+        "SELECT object_version - $2, event_id, inbox_id, state FROM object_state
+         WHERE endpoint_id = $1 AND object_id = 'cus_1'",
+    )
+    .bind(endpoint)
+    .bind(BASE)
+    .fetch_one(&app.db)
+    .await
+    .unwrap()
+}
+
+const DOCS_ENDPOINT: &str =
+    "[[endpoint]]\nid = \"stripe-docs\"\nadapter = \"stripe\"\nsecret = \"stripe\"\n";
+
+/// By default the projection orders events and keeps no copy of their bodies: `state` stays
+/// NULL and the row's inbox id leads to the sealed payload. An endpoint may keep documents,
+/// and one that stops keeping them clears each object's document as the object moves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn by_default_the_projection_keeps_no_copy_of_the_bodies_and_an_endpoint_may_keep_them() {
+    let app = TestApp::builder()
+        .append_toml(&worker_toml(0))
+        .add_endpoints(format!("{DOCS_ENDPOINT}projection_document = \"event\"\n"))
+        .start()
+        .await;
+    // Version 3 to each endpoint, then 1 and 2: both stay at 3, only one keeps its document.
+    let mut newest = Vec::new();
+    for endpoint in ["stripe", "stripe-docs"] {
+        newest.push(send_to(&app, endpoint, "evt_3", 3).await);
+    }
+    assert_eq!(worker(&app).try_execute().await.unwrap(), 2);
+    for endpoint in ["stripe", "stripe-docs"] {
+        for (id, version) in [("evt_1", 1), ("evt_2", 2)] {
+            send_to(&app, endpoint, id, version).await;
+        }
+    }
+    assert_eq!(worker(&app).try_execute().await.unwrap(), 4);
+    assert_eq!(
+        projection_row(&app, "stripe").await,
+        (3, "evt_3".into(), newest[0], None),
+        "ordered, without a copy of the body"
+    );
+    let (version, event, inbox_id, document) = projection_row(&app, "stripe-docs").await;
+    assert_eq!((version, event.as_str(), inbox_id), (3, "evt_3", newest[1]));
+    assert_eq!(document.expect("kept")["id"], "evt_3");
+    let outcomes: Vec<(Option<String>, i64)> = sqlx::query_as(
+        "SELECT outcome, count(*) FROM webhook_inbox GROUP BY outcome ORDER BY outcome",
+    )
+    .fetch_all(&app.db)
+    .await
+    .unwrap();
+    assert_eq!(
+        outcomes,
+        vec![(Some("applied".into()), 2), (Some("stale".into()), 4)],
+        "the ordering is the same either way"
+    );
+    // What the projection does not copy is still there, sealed, behind its inbox id.
+    let payload_ref: Uuid =
+        sqlx::query_scalar("SELECT raw_payload_ref FROM webhook_inbox WHERE inbox_id = $1")
+            .bind(newest[0])
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    let body = opened_payload(&app.db, payload_ref).await;
+    assert!(String::from_utf8(body).unwrap().contains("\"evt_3\""));
+    let url = app.config.database_url.clone();
+    app.shutdown().await;
+
+    // The endpoint stops keeping documents: its object's document goes with the next move.
+    let app = TestApp::builder()
+        .database_url(url)
+        .append_toml(&worker_toml(0))
+        .add_endpoints(DOCS_ENDPOINT)
+        .start()
+        .await;
+    let inbox_id = send_to(&app, "stripe-docs", "evt_4", 4).await;
+    assert_eq!(worker(&app).try_execute().await.unwrap(), 1);
+    assert_eq!(
+        projection_row(&app, "stripe-docs").await,
+        (4, "evt_4".into(), inbox_id, None)
+    );
     app.shutdown().await;
 }

@@ -73,6 +73,7 @@ async fn each_event_of_a_batch_is_processed_delivered_and_shown_as_its_own_span(
     let receiver = Receiver::start(Behaviour::ok()).await;
     let app = TestApp::builder()
         .append_toml(&worker_toml(0))
+        .append_toml("projection_document = \"event\"\n")
         .append_toml(&http_route_toml(&receiver.url, ""))
         .start()
         .await;

@@ -25,7 +25,7 @@ use uuid::Uuid;
 use super::context::{MIN_IDLE, Processing, wait_for_work};
 use super::document::storable_json;
 use super::payloads::{PayloadError, StoredPayload, event_span};
-use crate::config::EndpointConfig;
+use crate::config::{EndpointConfig, ProjectionDocument};
 use crate::ingest::redact_db;
 use crate::support::columns::column;
 use crate::support::failpoint;
@@ -148,7 +148,8 @@ struct Moved<'a> {
     claim: &'a Claim,
     /// The row existed (and is locked); otherwise it is inserted.
     existing: bool,
-    /// The event's bytes as they came, when `jsonb` can hold them.
+    /// The event's bytes as they came, when `jsonb` can hold them and the endpoint keeps
+    /// documents (`projection_document = "event"`).
     state: Option<&'a str>,
 }
 
@@ -516,10 +517,15 @@ impl Worker {
             .iter()
             .map(|key| {
                 let claim = &claims[newest[key].1];
+                let keep =
+                    p.config.projection_document(&claim.endpoint_id) == ProjectionDocument::Event;
                 Moved {
                     claim,
                     existing: stored.contains_key(key),
-                    state: event_payload(claim, &bodies).ok().and_then(storable_json),
+                    state: keep
+                        .then(|| event_payload(claim, &bodies).ok())
+                        .flatten()
+                        .and_then(storable_json),
                 }
             })
             .collect();

@@ -411,6 +411,7 @@ async fn run_case_in(
             unsupported_types: e.unsupported_types,
             rate_limit: None,
             max_attempts: None,
+            projection_document: None,
             secrets: slots,
             settings: Arc::new(e.settings),
             redelivery_window_days: None,
