@@ -1186,21 +1186,27 @@ impl Config {
         }
     }
 
-    /// What the projection keeps of one endpoint's events.
-    pub fn projection_document(&self, endpoint_id: &str) -> ProjectionDocument {
+    /// An endpoint's own value of a setting `[worker]` also has, if it sets one.
+    fn endpoint_override<T>(
+        &self,
+        endpoint_id: &str,
+        value: impl FnOnce(&EndpointConfig) -> Option<T>,
+    ) -> Option<T> {
         self.endpoints
             .iter()
             .find(|e| e.id == endpoint_id)
-            .and_then(|e| e.projection_document)
+            .and_then(value)
+    }
+
+    /// What the projection keeps of one endpoint's events.
+    pub fn projection_document(&self, endpoint_id: &str) -> ProjectionDocument {
+        self.endpoint_override(endpoint_id, |e| e.projection_document)
             .unwrap_or(self.worker.projection_document)
     }
 
     /// Attempts allowed for one endpoint's events.
     pub fn max_attempts(&self, endpoint_id: &str) -> u32 {
-        self.endpoints
-            .iter()
-            .find(|e| e.id == endpoint_id)
-            .and_then(|e| e.max_attempts)
+        self.endpoint_override(endpoint_id, |e| e.max_attempts)
             .unwrap_or(self.worker.max_attempts)
     }
 
