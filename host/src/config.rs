@@ -406,7 +406,8 @@ pub struct DatabaseConfig {
     #[serde(default = "yes")]
     pub migrate_on_start: bool,
     /// Acceptance transactions that may run at once; requests arriving while all are busy
-    /// wait and share the next one (group commit).
+    /// wait and share the next one (group commit). A second one starts only when the queue
+    /// holds a quarter of `accept_batch_max` or `accept_gather_us` has passed.
     #[serde(default = "default_accept_writers")]
     pub accept_writers: usize,
     /// Most events one acceptance transaction carries.
@@ -416,6 +417,11 @@ pub struct DatabaseConfig {
     /// what is queued and goes, so a lone request is never delayed).
     #[serde(default)]
     pub accept_batch_wait_us: u64,
+    /// While a transaction is in flight, longest the next one gathers requests (up to a
+    /// quarter of `accept_batch_max`) before taking a writer of its own; 0: every free writer
+    /// takes what is queued at once.
+    #[serde(default = "default_accept_gather_us")]
+    pub accept_gather_us: u64,
 }
 
 impl DatabaseConfig {
@@ -575,6 +581,9 @@ fn default_accept_writers() -> usize {
 }
 fn default_accept_batch_max() -> usize {
     64
+}
+fn default_accept_gather_us() -> u64 {
+    5_000
 }
 fn default_answer_budget_ms() -> u64 {
     500
@@ -1080,6 +1089,12 @@ impl Config {
             "accept_batch_wait_us",
             d.accept_batch_wait_us,
             0..=100_000,
+        );
+        p.knob(
+            "database",
+            "accept_gather_us",
+            d.accept_gather_us,
+            0..=1_000_000,
         );
         p.knob(
             "database",

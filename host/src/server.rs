@@ -72,6 +72,7 @@ impl Server {
                 writers: config.database.accept_writers,
                 max_batch_events: config.database.accept_batch_max,
                 max_wait: Duration::from_micros(config.database.accept_batch_wait_us),
+                gather: Duration::from_micros(config.database.accept_gather_us),
                 timeout: config.database.commit_timeout(),
             },
             Arc::clone(&metrics),

@@ -322,3 +322,106 @@ async fn acceptance_reads_stored_events_by_index_not_by_scanning_the_inbox() {
         inbox.seq_read
     );
 }
+
+/// Acceptance statements of this database waiting for a lock (the test's inbox lock).
+async fn acceptances_waiting(app: &TestApp) -> i64 {
+    scalar_i64(
+        &app.db,
+        "SELECT count(*) FROM pg_stat_activity
+         WHERE datname = current_database() AND pid <> pg_backend_pid()
+           AND wait_event_type = 'Lock' AND query LIKE '%wharf_accept(%'",
+    )
+    .await
+}
+
+fn post_later(app: &TestApp, id: &str) -> tokio::task::JoinHandle<Answer> {
+    let (headers, body) = signed_stripe_event(id);
+    let (client, base) = (app.client.clone(), app.base.clone());
+    tokio::spawn(
+        async move { post(&client, &base, "stripe", &refs(&headers), body.into_bytes()).await },
+    )
+}
+
+#[tokio::test]
+async fn while_a_transaction_is_in_flight_the_next_gathers_requests_before_taking_a_writer() {
+    // Four writers; a quarter of a batch is two events; a gathering batch may wait a second.
+    let app = TestApp::builder()
+        .append_database_toml(
+            "accept_writers = 4\naccept_batch_max = 8\naccept_gather_us = 1000000\n\
+             commit_timeout_ms = 1900\n",
+        )
+        .start()
+        .await;
+    let mut lock = app.db.begin().await.unwrap();
+    sqlx::query("LOCK TABLE webhook_inbox IN EXCLUSIVE MODE")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    let first = post_later(&app, "evt_in_flight");
+    crate::support::wait::eventually("the first transaction in flight", || async {
+        acceptances_waiting(&app).await == 1
+    })
+    .await;
+
+    // A lone request does not take a second writer while the first commit is in flight...
+    let second = post_later(&app, "evt_gathered_1");
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(
+        acceptances_waiting(&app).await,
+        1,
+        "the second request took a writer"
+    );
+    // ...until its batch holds a quarter of accept_batch_max: then it goes, first or not.
+    let third = post_later(&app, "evt_gathered_2");
+    crate::support::wait::eventually("the gathered batch in flight", || async {
+        acceptances_waiting(&app).await == 2
+    })
+    .await;
+
+    lock.rollback().await.unwrap();
+    for answer in [first, second, third] {
+        let answer = answer.await.unwrap();
+        assert_eq!(answer.status, 200, "{answer:?}");
+        assert_eq!(answer.code(), "accepted");
+    }
+    let text = app.metrics().await;
+    assert_eq!(
+        metric(&text, "wharf_accept_batch_events_sum"),
+        3.0,
+        "{text}"
+    );
+    assert_eq!(
+        metric(&text, "wharf_accept_batch_events_count"),
+        2.0,
+        "three requests, two transactions: {text}"
+    );
+}
+
+#[tokio::test]
+async fn a_request_behind_a_transaction_that_hangs_takes_a_writer_of_its_own() {
+    // The default gathering bound (5 ms): a commit held far longer does not hold the next.
+    let app = TestApp::builder()
+        .append_database_toml("commit_timeout_ms = 1900\n")
+        .start()
+        .await;
+    let mut lock = app.db.begin().await.unwrap();
+    sqlx::query("LOCK TABLE webhook_inbox IN EXCLUSIVE MODE")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    let first = post_later(&app, "evt_held");
+    crate::support::wait::eventually("the first transaction in flight", || async {
+        acceptances_waiting(&app).await == 1
+    })
+    .await;
+    let second = post_later(&app, "evt_not_held");
+    crate::support::wait::eventually("the second transaction in flight", || async {
+        acceptances_waiting(&app).await == 2
+    })
+    .await;
+    lock.rollback().await.unwrap();
+    for answer in [first, second] {
+        assert_eq!(answer.await.unwrap().status, 200);
+    }
+    assert_eq!(app.count("webhook_inbox").await, 2);
+}

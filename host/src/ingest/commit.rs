@@ -2,9 +2,16 @@
 //!
 //! A dispatcher hands whatever is queued to the next free writer (at most `writers` commit at
 //! once, each batch at most `max_batch_events`, optionally waiting `max_wait` for companions);
-//! while every writer is busy, new requests queue and share the next transaction, so batches
-//! grow with load and a lone request goes at once. Each request is answered from its own part
-//! of the result, only after the commit.
+//! while a batch is in flight, the next one gathers companions until that commit ends or it
+//! holds a quarter of `max_batch_events`, and only then takes a second writer: so batches grow
+//! with load, a lone request goes at once, and more writers run only when one cannot keep up
+//! (a slow flush, a checkpoint). Each request is answered from its own part of the result,
+//! only after the commit.
+//!
+//! Why not every free writer at once: each transaction costs Postgres about as much again as
+//! its rows, so at 2,000 requests/s four writers taking turns committed three events each and
+//! spent the CPU the requests then queued for (docs/performance.md, "Fewer, fuller acceptance
+//! transactions").
 //!
 //! Duplicates inside a batch are resolved here, before the database sees them: one row per
 //! logical event, owned by its first occurrence, whose payload (and span of it) backs it.
@@ -24,7 +31,7 @@ use futures::future::BoxFuture;
 use sha2::{Digest, Sha256};
 use sqlx::PgPool;
 use time::OffsetDateTime;
-use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::sync::{Notify, Semaphore, mpsc, oneshot};
 use uuid::Uuid;
 
 use super::rows::{Acceptance, NewEvent, StoreError, StoredVersion, Submission, redact_db};
@@ -39,6 +46,9 @@ pub struct CommitSettings {
     pub writers: usize,
     pub max_batch_events: usize,
     pub max_wait: Duration,
+    /// While a batch is in flight, longest the next one gathers companions (up to a quarter
+    /// of `max_batch_events`) before taking a writer of its own; zero: it goes at once.
+    pub gather: Duration,
     /// Longest a batch may take in the database (`commit_timeout_ms`): past it the statement
     /// is abandoned with its connection, so a database that hangs does not hold a writer.
     pub timeout: Duration,
@@ -50,6 +60,7 @@ impl Default for CommitSettings {
             writers: 4,
             max_batch_events: 64,
             max_wait: Duration::ZERO,
+            gather: Duration::from_millis(5),
             timeout: Duration::from_millis(1500),
         }
     }
@@ -112,7 +123,11 @@ async fn dispatch(
     metrics: Arc<Metrics>,
     mut rx: mpsc::UnboundedReceiver<Pending>,
 ) {
-    let writers = Arc::new(Semaphore::new(settings.writers.max(1)));
+    let count = settings.writers.max(1);
+    let writers = Arc::new(Semaphore::new(count));
+    // Signalled when a batch's commit ends and its writer is free again.
+    let finished = Arc::new(Notify::new());
+    let spread_at = (settings.max_batch_events / 4).max(1);
     // A request taken from the queue that would have overfilled the previous batch.
     let mut carried: Option<Pending> = None;
     loop {
@@ -138,19 +153,60 @@ async fn dispatch(
                     _ => break,
                 },
             };
-            if events + next.events() > settings.max_batch_events {
-                carried = Some(next);
+            if !join(&mut batch, &mut events, next, settings, &mut carried) {
                 break;
             }
-            events += next.events();
-            batch.push(next);
         }
-        let (pool, metrics) = (pool.clone(), Arc::clone(&metrics));
+        // Another batch in flight: this one would mostly wait for that commit's flush anyway,
+        // so it gathers what arrives meanwhile rather than start a second transaction; but
+        // not behind a commit that takes unusually long (a lock, a stalled flush).
+        let gather_until = tokio::time::Instant::now() + settings.gather;
+        while carried.is_none() && events < spread_at && !settings.gather.is_zero() {
+            let ended = finished.notified();
+            tokio::pin!(ended);
+            // Registered before looking, so a commit ending in between is not missed.
+            ended.as_mut().enable();
+            if writers.available_permits() + 1 >= count {
+                break;
+            }
+            let next = tokio::select! {
+                biased;
+                _ = &mut ended => break,
+                _ = tokio::time::sleep_until(gather_until) => break,
+                next = rx.recv() => match next {
+                    Some(p) => p,
+                    None => break,
+                },
+            };
+            if !join(&mut batch, &mut events, next, settings, &mut carried) {
+                break;
+            }
+        }
+        let (pool, metrics, finished) = (pool.clone(), Arc::clone(&metrics), Arc::clone(&finished));
         tokio::spawn(async move {
             commit(&pool, batch, settings.timeout, Some(&metrics)).await;
             drop(writer);
+            finished.notify_waiters();
         });
     }
+}
+
+/// Adds `next` to the batch, or keeps it for the next batch (false) when it would overfill
+/// this one.
+fn join(
+    batch: &mut Vec<Pending>,
+    events: &mut usize,
+    next: Pending,
+    settings: CommitSettings,
+    carried: &mut Option<Pending>,
+) -> bool {
+    if *events + next.events() > settings.max_batch_events {
+        *carried = Some(next);
+        return false;
+    }
+    *events += next.events();
+    batch.push(next);
+    true
 }
 
 /// Commits the batch and answers every request in it; splits it when the database refuses it.
