@@ -334,12 +334,38 @@ async fn acceptances_waiting(app: &TestApp) -> i64 {
     .await
 }
 
+async fn until_waiting(app: &TestApp, transactions: i64, what: &str) {
+    crate::support::wait::eventually(what, || async {
+        acceptances_waiting(app).await == transactions
+    })
+    .await;
+}
+
 fn post_later(app: &TestApp, id: &str) -> tokio::task::JoinHandle<Answer> {
     let (headers, body) = signed_stripe_event(id);
     let (client, base) = (app.client.clone(), app.base.clone());
     tokio::spawn(
         async move { post(&client, &base, "stripe", &refs(&headers), body.into_bytes()).await },
     )
+}
+
+/// Locks the inbox, then sends `id`: its acceptance transaction stays in flight until the
+/// returned lock is released.
+async fn one_transaction_held(
+    app: &TestApp,
+    id: &str,
+) -> (
+    sqlx::Transaction<'static, sqlx::Postgres>,
+    tokio::task::JoinHandle<Answer>,
+) {
+    let mut lock = app.db.begin().await.unwrap();
+    sqlx::query("LOCK TABLE webhook_inbox IN EXCLUSIVE MODE")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    let first = post_later(app, id);
+    until_waiting(app, 1, "the first transaction in flight").await;
+    (lock, first)
 }
 
 #[tokio::test]
@@ -352,16 +378,7 @@ async fn while_a_transaction_is_in_flight_the_next_gathers_requests_before_takin
         )
         .start()
         .await;
-    let mut lock = app.db.begin().await.unwrap();
-    sqlx::query("LOCK TABLE webhook_inbox IN EXCLUSIVE MODE")
-        .execute(&mut *lock)
-        .await
-        .unwrap();
-    let first = post_later(&app, "evt_in_flight");
-    crate::support::wait::eventually("the first transaction in flight", || async {
-        acceptances_waiting(&app).await == 1
-    })
-    .await;
+    let (lock, first) = one_transaction_held(&app, "evt_in_flight").await;
 
     // A lone request does not take a second writer while the first commit is in flight...
     let second = post_later(&app, "evt_gathered_1");
@@ -373,10 +390,7 @@ async fn while_a_transaction_is_in_flight_the_next_gathers_requests_before_takin
     );
     // ...until its batch holds a quarter of accept_batch_max: then it goes, first or not.
     let third = post_later(&app, "evt_gathered_2");
-    crate::support::wait::eventually("the gathered batch in flight", || async {
-        acceptances_waiting(&app).await == 2
-    })
-    .await;
+    until_waiting(&app, 2, "the gathered batch in flight").await;
 
     lock.rollback().await.unwrap();
     for answer in [first, second, third] {
@@ -404,21 +418,9 @@ async fn a_request_behind_a_transaction_that_hangs_takes_a_writer_of_its_own() {
         .append_database_toml("commit_timeout_ms = 1900\n")
         .start()
         .await;
-    let mut lock = app.db.begin().await.unwrap();
-    sqlx::query("LOCK TABLE webhook_inbox IN EXCLUSIVE MODE")
-        .execute(&mut *lock)
-        .await
-        .unwrap();
-    let first = post_later(&app, "evt_held");
-    crate::support::wait::eventually("the first transaction in flight", || async {
-        acceptances_waiting(&app).await == 1
-    })
-    .await;
+    let (lock, first) = one_transaction_held(&app, "evt_held").await;
     let second = post_later(&app, "evt_not_held");
-    crate::support::wait::eventually("the second transaction in flight", || async {
-        acceptances_waiting(&app).await == 2
-    })
-    .await;
+    until_waiting(&app, 2, "the second transaction in flight").await;
     lock.rollback().await.unwrap();
     for answer in [first, second] {
         assert_eq!(answer.await.unwrap().status, 200);
