@@ -56,6 +56,19 @@ fn errors(run: &RunResult) -> u64 {
     run.load.error_count()
 }
 
+/// The median and the largest p99 of the run's seconds that sent requests.
+fn p99_per_second(run: &RunResult) -> Option<(f64, f64)> {
+    let mut p99s: Vec<f64> = run
+        .load
+        .timeline
+        .iter()
+        .filter(|s| s.sent > 0)
+        .map(|s| s.p99_ms)
+        .collect();
+    p99s.sort_by(f64::total_cmp);
+    Some((*p99s.get(p99s.len() / 2)?, *p99s.last()?))
+}
+
 fn yes(b: bool) -> &'static str {
     if b { "yes" } else { "**no**" }
 }
@@ -227,15 +240,15 @@ pub fn markdown(
     let _ = writeln!(w, "\n## Runs\n");
     let _ = writeln!(
         w,
-        "| # | run | s | sent | 2xx/s | p50 | p95 | p99 | max | shed (503 overloaded) | errors | Wharf CPU (cores, mean / max) | machine busy / generator (cores) | generator lag p99 / max | generator connections (peak) | Wharf peak RSS | oldest pending max (db / gauge) | backlog at end | sustainable |"
+        "| # | run | s | sent | 2xx/s | p50 | p95 | p99 | max | p99 per second (median / worst) | shed (503 overloaded) | errors | Wharf CPU (cores, mean / max) | machine busy / generator (cores) | generator lag p99 / max | generator connections (peak) | Wharf peak RSS | oldest pending max (db / gauge) | backlog at end | sustainable |"
     );
-    let _ = writeln!(w, "{}|", "|---".repeat(19));
+    let _ = writeln!(w, "{}|", "|---".repeat(20));
     for (i, r) in outcome.runs.iter().enumerate() {
         let l = &r.load.latency;
         let opt = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.1} s"));
         let _ = writeln!(
             w,
-            "| {} | {} | {:.0} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {:.2} / {:.2} | {:.2} / {:.2} | {} / {} | {} | {:.0} MiB | {} / {} | {} | {} |",
+            "| {} | {} | {:.0} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {} | {:.2} / {:.2} | {:.2} / {:.2} | {} / {} | {} | {:.0} MiB | {} / {} | {} | {} |",
             i + 1,
             r.label,
             r.duration_s,
@@ -245,6 +258,11 @@ pub fn markdown(
             ms(l.p95_ms),
             ms(l.p99_ms),
             ms(l.max_ms),
+            p99_per_second(r).map_or("-".into(), |(median, worst)| format!(
+                "{} / {}",
+                ms(median),
+                ms(worst)
+            )),
             r.load.shed,
             errors(r),
             r.wharf.wharf_cpu_cores_mean,
@@ -264,6 +282,8 @@ pub fn markdown(
     let _ = writeln!(
         w,
         "\nLatencies cover every answer (2xx, the expected 401s, 503s), from the scheduled send time. \
+         p99 per second: the median and the worst of each second's p99 (by scheduled send time), \
+         so a stall of a second or two shows apart from what the rest of the run held. \
          2xx/s counts 2xx answers from the first scheduled send to the last answer. \
          Generator lag is how late the generator itself sent requests (it is inside the latencies; \
          large values mean the numbers also measure a starved generator). \
@@ -393,9 +413,21 @@ mod tests {
             latency_avg_ms: Some(9.0),
             command: "pgbench ...".into(),
         };
+        let mut steady = run("fixed", 2000.0, 60.0, 2000.0, 12.0, 40.0);
+        // Four seconds, one of them a stall; a last one that sent nothing does not count.
+        steady.load.timeline = [10.0, 12.0, 400.0, 11.0, 0.0]
+            .into_iter()
+            .enumerate()
+            .map(|(t, p99_ms)| crate::loadgen::Second {
+                t: t as u64,
+                sent: if p99_ms > 0.0 { 2000 } else { 0 },
+                p99_ms,
+                ..Default::default()
+            })
+            .collect();
         let outcome = Outcome {
             runs: vec![
-                run("fixed", 2000.0, 60.0, 2000.0, 12.0, 40.0),
+                steady,
                 run("overload", 5000.0, 60.0, 2450.0, 900.0, 1900.0),
                 run("overload", 7500.0, 60.0, 2000.0, 1500.0, 2600.0),
             ],
@@ -439,6 +471,8 @@ mod tests {
         assert!(md.contains("offered 2.0x: 2xx/s at least 0.9 of 2500/s (goodput does not collapse), every answer within 2 s | 2450 2xx/s (0.98), slowest 1.90 s | yes |"), "{md}");
         assert!(md.contains("offered 3.0x: 2xx/s at least 0.9 of 2500/s (goodput does not collapse), every answer within 2 s | 2000 2xx/s (0.80), slowest 2.60 s | **no** |"), "{md}");
         assert!(md.contains("peak 80 MiB | yes |"));
+        assert!(md.contains("| 40 ms | 12 ms / 400 ms | 0 |"), "{md}");
+        assert!(md.contains("| 1.90 s | - | 0 |"), "{md}");
         // Every row of a table has as many cells as its header.
         let mut header = None;
         for line in md.lines() {
