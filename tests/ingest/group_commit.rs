@@ -9,15 +9,18 @@ use std::collections::HashMap;
 /// One writer that waits 100 ms for companions: requests sent together share a transaction.
 const ONE_SLOW_WRITER: &str = "accept_writers = 1\naccept_batch_wait_us = 100000\n";
 
-/// The value of an unlabelled counter or a histogram's `_count`/`_sum` in OpenMetrics text.
+/// Sends a freshly signed Stripe event with this id, without waiting for its answer.
+fn post_later(app: &TestApp, id: &str) -> tokio::task::JoinHandle<Answer> {
+    let (headers, body) = signed_stripe_event(id);
+    let (client, base) = (app.client.clone(), app.base.clone());
+    tokio::spawn(
+        async move { post(&client, &base, "stripe", &refs(&headers), body.into_bytes()).await },
+    )
+}
+
+/// Sends every event at once and returns the answers in the same order.
 async fn send_together(app: &TestApp, events: &[&str]) -> Vec<Answer> {
-    let requests = events.iter().map(|id| {
-        let (headers, body) = signed_stripe_event(id);
-        let (client, base) = (app.client.clone(), app.base.clone());
-        tokio::spawn(async move {
-            post(&client, &base, "stripe", &refs(&headers), body.into_bytes()).await
-        })
-    });
+    let requests = events.iter().map(|id| post_later(app, id));
     let mut answers = Vec::new();
     for r in requests.collect::<Vec<_>>() {
         answers.push(r.await.unwrap());
@@ -148,16 +151,10 @@ async fn past_capacity_a_request_is_refused_before_its_signature_is_checked() {
         .execute(&mut *lock)
         .await
         .unwrap();
-    let waiting: Vec<_> = ["evt_wait_1", "evt_wait_2"]
-        .into_iter()
-        .map(|id| {
-            let (headers, body) = signed_stripe_event(id);
-            let (client, base) = (app.client.clone(), app.base.clone());
-            tokio::spawn(async move {
-                post(&client, &base, "stripe", &refs(&headers), body.into_bytes()).await
-            })
-        })
-        .collect();
+    let waiting = [
+        post_later(&app, "evt_wait_1"),
+        post_later(&app, "evt_wait_2"),
+    ];
     crate::support::wait::eventually("two requests in flight", || async {
         metric(&app.metrics().await, "wharf_admission_in_flight") == 2.0
     })
@@ -339,14 +336,6 @@ async fn until_waiting(app: &TestApp, transactions: i64, what: &str) {
         acceptances_waiting(app).await == transactions
     })
     .await;
-}
-
-fn post_later(app: &TestApp, id: &str) -> tokio::task::JoinHandle<Answer> {
-    let (headers, body) = signed_stripe_event(id);
-    let (client, base) = (app.client.clone(), app.base.clone());
-    tokio::spawn(
-        async move { post(&client, &base, "stripe", &refs(&headers), body.into_bytes()).await },
-    )
 }
 
 /// Locks the inbox, then sends `id`: its acceptance transaction stays in flight until the
