@@ -11,6 +11,7 @@
 
 mod events;
 mod loadgen;
+mod machine;
 mod pgbench;
 mod plot;
 mod report;

@@ -3,11 +3,13 @@
 //! transaction, 64 clients.
 
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use serde::Serialize;
 
+use crate::machine::{PostgresCpu, clock_ticks, machine_ticks};
 use crate::wharf::{Postgres, Setup, migrate};
 
 #[derive(Debug, Clone, Serialize)]
@@ -20,6 +22,10 @@ pub struct Ceiling {
     pub transactions_per_s: f64,
     pub rows_per_s: f64,
     pub latency_avg_ms: Option<f64>,
+    /// Cores the whole machine (pgbench and Postgres) and Postgres alone kept busy meanwhile:
+    /// what a row costs at the ceiling.
+    pub machine_busy_cores: Option<f64>,
+    pub postgres_cores: Option<f64>,
     pub command: String,
 }
 
@@ -83,9 +89,30 @@ fn run(
         "PGOPTIONS='-c plan_cache_mode=force_generic_plan' pgbench -n -M prepared -f bench/pgbench/accept.sql -D rows={rows} -c {clients} -j {} -T {seconds} <fresh migrated database>",
         threads.min(clients as usize)
     );
-    let output = command
-        .output()
+    let mut postgres = PostgresCpu::default();
+    postgres.ticks_since_last();
+    let (started, machine_before) = (Instant::now(), machine_ticks());
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .context("cannot run pgbench (install the PostgreSQL client tools)")?;
+    // pgbench's backends exit with it: counted while they live, every 100 ms, they lose at
+    // most the last interval each. Its few lines of output fit in the pipes meanwhile.
+    let mut postgres_ticks = 0;
+    while child.try_wait()?.is_none() {
+        std::thread::sleep(Duration::from_millis(100));
+        postgres_ticks += postgres.ticks_since_last();
+    }
+    let output = child.wait_with_output()?;
+    let secs = started.elapsed().as_secs_f64().max(1e-3);
+    let postgres_cores = Some(postgres_ticks as f64 / clock_ticks() / secs);
+    let machine_busy_cores =
+        machine_before
+            .zip(machine_ticks())
+            .map(|((before, _), (after, _))| {
+                after.saturating_sub(before) as f64 / clock_ticks() / secs
+            });
     let stdout = String::from_utf8_lossy(&output.stdout);
     if !output.status.success() {
         bail!(
@@ -104,6 +131,8 @@ fn run(
         transactions_per_s: tps,
         rows_per_s: tps * rows as f64,
         latency_avg_ms: field(&stdout, "latency average = "),
+        machine_busy_cores,
+        postgres_cores,
         command: shown,
     })
 }

@@ -11,6 +11,11 @@ use anyhow::{Context, bail};
 use serde::Serialize;
 use sqlx::{Connection, Executor, PgConnection};
 
+use crate::machine::{
+    PostgresCpu, clock_ticks, cpu_ticks, dirty_kib, machine_ticks, page_kib, status_kib,
+    written_pages,
+};
+
 /// Where Postgres is and how to make and drop databases on it.
 #[derive(Debug, Clone)]
 pub struct Postgres {
@@ -299,6 +304,14 @@ pub struct Sample {
     pub machine_busy_cores: f64,
     /// This process: the load generator (and this sampler).
     pub generator_cores: f64,
+    /// Every process named `postgres` on the machine.
+    pub postgres_cores: f64,
+    /// The kernel's dirty page cache (`Dirty` + `Writeback`) at the sample.
+    pub dirty_mib: f64,
+    /// What the kernel wrote to disk over the last interval (`nr_written`).
+    pub written_mib: f64,
+    /// WAL flushes (`pg_stat_wal.wal_sync`, the whole cluster) over the last interval.
+    pub wal_syncs: Option<u64>,
     /// `wharf_inbox_oldest_pending_seconds` from `/metrics` (refreshed by the reconciler).
     pub oldest_pending_gauge_s: Option<f64>,
     /// The same age read from the database now.
@@ -311,6 +324,7 @@ pub struct Usage {
     pub wharf_cpu_cores_max: f64,
     pub machine_busy_cores_mean: f64,
     pub generator_cores_mean: f64,
+    pub postgres_cores_mean: f64,
     pub peak_rss_mib: f64,
     pub oldest_pending_gauge_max_s: Option<f64>,
     pub oldest_pending_db_max_s: Option<f64>,
@@ -327,12 +341,20 @@ pub async fn sample(running: &Running, stop: tokio::sync::oneshot::Receiver<()>)
     let tick = clock_ticks();
     let started = Instant::now();
     let me = std::process::id();
+    let mut postgres = PostgresCpu::default();
+    postgres.ticks_since_last();
+    let page = page_kib();
     let mut last = (
         Instant::now(),
         cpu_ticks(pid),
         machine_ticks(),
         cpu_ticks(me),
+        written_pages(),
     );
+    let mut last_wal_syncs = match db.as_mut() {
+        Some(conn) => wal_syncs(conn).await,
+        None => None,
+    };
     let mut usage = Usage::default();
     let mut interval = tokio::time::interval(Duration::from_secs(1));
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -348,7 +370,9 @@ pub async fn sample(running: &Running, stop: tokio::sync::oneshot::Receiver<()>)
             cpu_ticks(pid),
             machine_ticks(),
             cpu_ticks(me),
+            written_pages(),
         );
+        let postgres_ticks = postgres.ticks_since_last();
         let secs = (now.0 - last.0).as_secs_f64().max(1e-3);
         let wharf_cores = match (now.1, last.1) {
             (Some(a), Some(b)) => a.saturating_sub(b) as f64 / tick / secs,
@@ -364,6 +388,11 @@ pub async fn sample(running: &Running, stop: tokio::sync::oneshot::Receiver<()>)
             (Some(a), Some(b)) => a.saturating_sub(b) as f64 / tick / secs,
             _ => 0.0,
         };
+        let written_mib = match (now.4, last.4) {
+            (Some(a), Some(b)) => a.saturating_sub(b) as f64 * page / 1024.0,
+            _ => 0.0,
+        };
+        let postgres_cores = postgres_ticks as f64 / tick / secs;
         last = now;
         let gauge = client
             .get(format!("{}/metrics", running.admin_url))
@@ -387,12 +416,22 @@ pub async fn sample(running: &Running, stop: tokio::sync::oneshot::Receiver<()>)
                 .and_then(Result::ok),
             None => None,
         };
+        let syncs = match db.as_mut() {
+            Some(conn) => wal_syncs(conn).await,
+            None => None,
+        };
+        let wal_syncs = syncs.zip(last_wal_syncs).map(|(a, b)| a.saturating_sub(b));
+        last_wal_syncs = syncs.or(last_wal_syncs);
         usage.samples.push(Sample {
             t: started.elapsed().as_secs_f64(),
             wharf_cores,
             wharf_rss_mib: status_kib(pid, "VmRSS:").unwrap_or(0) as f64 / 1024.0,
             machine_busy_cores,
             generator_cores,
+            postgres_cores,
+            dirty_mib: dirty_kib().unwrap_or(0) as f64 / 1024.0,
+            written_mib,
+            wal_syncs,
             oldest_pending_gauge_s: gauge,
             oldest_pending_db_s: db_age,
         });
@@ -403,6 +442,7 @@ pub async fn sample(running: &Running, stop: tokio::sync::oneshot::Receiver<()>)
     usage.wharf_cpu_cores_max = samples.iter().map(|s| s.wharf_cores).fold(0.0, f64::max);
     usage.machine_busy_cores_mean = samples.iter().map(|s| s.machine_busy_cores).sum::<f64>() / n;
     usage.generator_cores_mean = samples.iter().map(|s| s.generator_cores).sum::<f64>() / n;
+    usage.postgres_cores_mean = samples.iter().map(|s| s.postgres_cores).sum::<f64>() / n;
     let hwm = status_kib(pid, "VmHWM:").unwrap_or(0) as f64 / 1024.0;
     let rss_max = samples.iter().map(|s| s.wharf_rss_mib).fold(0.0, f64::max);
     usage.peak_rss_mib = hwm.max(rss_max);
@@ -431,6 +471,16 @@ pub async fn sample(running: &Running, stop: tokio::sync::oneshot::Receiver<()>)
     usage
 }
 
+/// WAL flushes of the whole cluster since its statistics were reset; bounded like the age
+/// probe, though reading them waits on no lock.
+async fn wal_syncs(conn: &mut PgConnection) -> Option<u64> {
+    let read = sqlx::query_as::<_, (i64,)>("SELECT wal_sync FROM pg_stat_wal").fetch_one(conn);
+    match tokio::time::timeout(Duration::from_millis(500), read).await {
+        Ok(Ok((n,))) => u64::try_from(n).ok(),
+        _ => None,
+    }
+}
+
 /// Two index probes (`webhook_inbox_by_status`), cheap enough to run every second.
 async fn oldest_pending(conn: &mut PgConnection) -> anyhow::Result<f64> {
     let (age,): (Option<f64>,) = sqlx::query_as(
@@ -441,40 +491,6 @@ async fn oldest_pending(conn: &mut PgConnection) -> anyhow::Result<f64> {
     .fetch_one(conn)
     .await?;
     Ok(age.unwrap_or(0.0).max(0.0))
-}
-
-fn clock_ticks() -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if ticks > 0 { ticks as f64 } else { 100.0 }
-}
-
-/// utime + stime of the process, in clock ticks (fields 14 and 15 of /proc/PID/stat).
-fn cpu_ticks(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name may hold spaces; fields after it are space separated.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // `rest` starts at field 3 (state), so utime (14) is index 11.
-    Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
-}
-
-/// (busy, total) ticks of the whole machine from /proc/stat.
-fn machine_ticks() -> Option<(u64, u64)> {
-    let stat = std::fs::read_to_string("/proc/stat").ok()?;
-    let cpu = stat.lines().next()?.strip_prefix("cpu ")?;
-    let v: Vec<u64> = cpu
-        .split_whitespace()
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    let total: u64 = v.iter().take(8).sum();
-    let idle = v.get(3)? + v.get(4).copied().unwrap_or(0);
-    Some((total - idle, total))
-}
-
-fn status_kib(pid: u32, field: &str) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    crate::pgbench::field(&status, field).map(|kib| kib as u64)
 }
 
 #[cfg(test)]
@@ -525,12 +541,5 @@ mod tests {
             admin_url: "postgres://postgres@127.0.0.1:5432".into(),
         };
         assert_eq!(bare.url_for("x"), "postgres://postgres@127.0.0.1:5432/x");
-    }
-
-    #[test]
-    fn cpu_ticks_of_this_process_parse() {
-        assert!(cpu_ticks(std::process::id()).is_some());
-        assert!(status_kib(std::process::id(), "VmHWM:").unwrap() > 0);
-        assert!(machine_ticks().is_some());
     }
 }
