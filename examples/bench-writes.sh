@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# What Postgres writes per event, and when the kernel writes it out (docs/performance.md,
+# "What the report says is in the way"). Starts `wharf serve` with `examples/wharf.toml` on a
+# database of its own, offers RATE requests/s for SECONDS with the load generator (the
+# benchmark's body mix, 2% duplicates, 1% bad signatures), and prints:
+#   - every relation over 1 MB: size and bytes per stored event;
+#   - WAL records, full-page images, bytes and bytes per event (`pg_stat_wal`), and who wrote
+#     the evicted pages (`pg_stat_bgwriter`), both reset at the start;
+#   - once a second: the kernel's dirty page cache and writeback (KiB) and `nr_written`.
+#
+#   cargo build --release -p wharf --bin wharf -p wharf-bench
+#   examples/bench-writes.sh [RATE] [SECONDS]          # default 2000 for 40
+#   SET="backend_flush_after = 32" examples/bench-writes.sh    # with a setting for the database
+#
+# Environment: SET (an `ALTER DATABASE … SET` for Wharf's connections), WHARF (the binary).
+# Needs Postgres on 127.0.0.1:5432 (trust auth); it checkpoints the cluster first so earlier
+# writes are not counted, and creates and drops its own database.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rate=${1:-2000}
+seconds=${2:-40}
+port=$((20000 + $$ % 20000))
+bin=target/release
+wharf=${WHARF:-$bin/wharf}
+db=wharf_bench_writes_$$
+psql() { command psql -qtAh 127.0.0.1 -U postgres "$@"; }
+psql -c "CREATE DATABASE $db" >/dev/null
+trap 'kill $(jobs -p) 2>/dev/null; wait; psql -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null' EXIT
+[ -n "${SET:-}" ] && psql -c "ALTER DATABASE $db SET $SET"
+export WHARF_DATABASE_URL=postgres://postgres@127.0.0.1:5432/$db RUST_LOG=warn
+dir=$(mktemp -d)
+cp examples/wharf.toml examples/secrets.toml examples/payload-keys.toml "$dir/"
+sed -i "s|\"../adapters/dist\"|\"$PWD/adapters/dist\"|; s|\"../.wharf-dev/cache\"|\"$PWD/target/bench-cache\"|" "$dir/wharf.toml"
+WHARF_LISTEN=127.0.0.1:$port WHARF_ADMIN_LISTEN=127.0.0.1:$((port + 1)) \
+  "$wharf" serve --config "$dir/wharf.toml" >"$dir/wharf.log" 2>&1 &
+for _ in $(seq 300); do
+  [ "$(curl -s "127.0.0.1:$((port + 1))/readyz")" = ready ] && break
+  sleep 0.1
+done
+[ "$(curl -s "127.0.0.1:$((port + 1))/readyz")" = ready ] || { echo "wharf serve is not ready on port $port" >&2; exit 1; }
+psql -c "CHECKPOINT"
+sync
+psql -c "SELECT pg_stat_reset_shared('bgwriter'), pg_stat_reset_shared('wal')" >/dev/null
+(
+  t=0
+  while sleep 1; do
+    t=$((t + 1))
+    echo "$t $(awk '/^Dirty:/{d=$2} /^Writeback:/{w=$2} END {print d, w}' /proc/meminfo) $(awk '/^nr_written /{print $2}' /proc/vmstat)"
+  done
+) >"$dir/dirty" &
+sampler=$!
+$bin/wharf-bench loadgen --url "http://127.0.0.1:$port" --rate "$rate" --duration "$seconds" \
+  --duplicates 0.02 --bad-signatures 0.01 | tail -3
+sleep 2
+kill "$sampler"
+n=$(psql -d "$db" -c "SELECT count(*) FROM webhook_inbox")
+echo "events stored: $n"
+echo "relation | kind | KiB | bytes per event"
+psql -d "$db" -F' | ' -c "SELECT c.relname, c.relkind, pg_relation_size(c.oid) / 1024,
+                                round(pg_relation_size(c.oid)::numeric / $n)
+                         FROM pg_class c
+                         WHERE c.relnamespace IN ('public'::regnamespace, 'pg_toast'::regnamespace)
+                           AND pg_relation_size(c.oid) > 1000000
+                         ORDER BY 3 DESC"
+psql -F' | ' -c "SELECT 'WAL: records ' || wal_records, 'full-page images ' || wal_fpi,
+                        pg_size_pretty(wal_bytes), round(wal_bytes / $n) || ' bytes per event'
+                 FROM pg_stat_wal"
+psql -F' | ' -c "SELECT 'pages written: checkpointer ' || buffers_checkpoint,
+                        'background writer ' || buffers_clean, 'backends ' || buffers_backend
+                 FROM pg_stat_bgwriter"
+echo "second, Dirty KiB, Writeback KiB, nr_written:"
+tr '\n' ';' <"$dir/dirty"
+echo
