@@ -734,6 +734,25 @@ mod tests {
         }
     }
 
+    /// A minute of a run's timeline, second 0 to 59.
+    fn sixty_seconds(
+        second: impl FnMut(u64) -> crate::loadgen::Second,
+    ) -> Vec<crate::loadgen::Second> {
+        (0..60).map(second).collect()
+    }
+
+    /// A minute of the sampler's samples, taken at 1 to 60 s.
+    fn sixty_samples(sample: impl FnMut(u64) -> crate::wharf::Sample) -> Vec<crate::wharf::Sample> {
+        (1..=60).map(sample).collect()
+    }
+
+    /// The mean cores of Wharf, Postgres and the generator over the run.
+    fn cores(run: &mut RunResult, wharf: f64, postgres: f64, generator: f64) {
+        run.wharf.wharf_cpu_cores_mean = wharf;
+        run.wharf.postgres_cores_mean = postgres;
+        run.wharf.generator_cores_mean = generator;
+    }
+
     /// Every row of a table has as many cells as its header.
     fn tables_are_rectangular(md: &str) {
         let mut header = None;
@@ -797,46 +816,34 @@ mod tests {
     #[test]
     fn a_run_over_the_bound_throughout_is_put_down_to_what_held_the_whole_run() {
         let mut busy = run("fixed", 2000.0, 60.0, 1968.0, 296.0, 568.0);
-        busy.load.timeline = (0..60)
-            .map(|t| crate::loadgen::Second {
-                t,
-                sent: 2000,
-                p99_ms: if t == 34 { 545.0 } else { 99.0 },
-                ..Default::default()
-            })
-            .collect();
-        busy.wharf.wharf_cpu_cores_mean = 0.78;
-        busy.wharf.postgres_cores_mean = 0.92;
-        busy.wharf.generator_cores_mean = 0.20;
-        busy.wharf.samples = (1..=60)
-            .map(|t| crate::wharf::Sample {
-                t: t as f64,
-                machine_busy_cores: 1.96,
-                dirty_mib: if t <= 34 { 7.0 * t as f64 } else { 13.0 },
-                written_mib: if t == 35 { 244.0 } else { 41.0 },
-                ..Default::default()
-            })
-            .collect();
+        busy.load.timeline = sixty_seconds(|t| crate::loadgen::Second {
+            t,
+            sent: 2000,
+            p99_ms: if t == 34 { 545.0 } else { 99.0 },
+            ..Default::default()
+        });
+        cores(&mut busy, 0.78, 0.92, 0.20);
+        busy.wharf.samples = sixty_samples(|t| crate::wharf::Sample {
+            t: t as f64,
+            machine_busy_cores: 1.96,
+            dirty_mib: if t <= 34 { 7.0 * t as f64 } else { 13.0 },
+            written_mib: if t == 35 { 244.0 } else { 41.0 },
+            ..Default::default()
+        });
         let mut over = run("overload", 4140.0, 60.0, 2445.0, 1163.0, 2449.0);
         over.load.peak_connections = 1024;
-        over.load.timeline = (0..60)
-            .map(|t| crate::loadgen::Second {
-                t,
-                sent: 4140,
-                max_ms: if t % 20 == 16 { 2458.0 } else { 1500.0 },
-                ..Default::default()
-            })
-            .collect();
-        over.wharf.wharf_cpu_cores_mean = 0.95;
-        over.wharf.postgres_cores_mean = 0.57;
-        over.wharf.generator_cores_mean = 0.37;
-        over.wharf.samples = (1..=60)
-            .map(|t| crate::wharf::Sample {
-                t: t as f64,
-                machine_busy_cores: 1.97,
-                ..Default::default()
-            })
-            .collect();
+        over.load.timeline = sixty_seconds(|t| crate::loadgen::Second {
+            t,
+            sent: 4140,
+            max_ms: if t % 20 == 16 { 2458.0 } else { 1500.0 },
+            ..Default::default()
+        });
+        cores(&mut over, 0.95, 0.57, 0.37);
+        over.wharf.samples = sixty_samples(|t| crate::wharf::Sample {
+            t: t as f64,
+            machine_busy_cores: 1.97,
+            ..Default::default()
+        });
         let outcome = Outcome {
             runs: vec![busy, over],
             highest_sustainable: Some(1380.0),
@@ -865,38 +872,32 @@ mod tests {
         let mut stalled = run("fixed", 2000.0, 60.0, 1974.0, 54.0, 408.0);
         stalled.sustainable = false;
         stalled.load.shed = 290;
-        stalled.load.timeline = (0..60)
-            .map(|t| crate::loadgen::Second {
-                t,
-                sent: 2000,
-                p99_ms: match t {
-                    30 => 401.0,
-                    31 => 90.0,
-                    _ => 18.0,
-                },
-                shed: if t == 30 { 290 } else { 0 },
-                ..Default::default()
-            })
-            .collect();
-        stalled.wharf.samples = (1..=60)
-            .map(|t| crate::wharf::Sample {
-                t: t as f64 + 0.01,
-                machine_busy_cores: if t == 31 { 1.6 } else { 1.78 },
-                dirty_mib: if t <= 30 {
-                    8.0 * t as f64
-                } else {
-                    45.0 + (t - 31) as f64 * 8.0
-                },
-                written_mib: if t == 31 { 203.0 } else { 90.0 },
-                wal_syncs: Some(if t == 31 { 41 } else { 230 }),
-                ..Default::default()
-            })
-            .collect();
+        stalled.load.timeline = sixty_seconds(|t| crate::loadgen::Second {
+            t,
+            sent: 2000,
+            p99_ms: match t {
+                30 => 401.0,
+                31 => 90.0,
+                _ => 18.0,
+            },
+            shed: if t == 30 { 290 } else { 0 },
+            ..Default::default()
+        });
+        stalled.wharf.samples = sixty_samples(|t| crate::wharf::Sample {
+            t: t as f64 + 0.01,
+            machine_busy_cores: if t == 31 { 1.6 } else { 1.78 },
+            dirty_mib: if t <= 30 {
+                8.0 * t as f64
+            } else {
+                45.0 + (t - 31) as f64 * 8.0
+            },
+            written_mib: if t == 31 { 203.0 } else { 90.0 },
+            wal_syncs: Some(if t == 31 { 41 } else { 230 }),
+            ..Default::default()
+        });
         let mut held = run("search", 1880.0, 10.0, 1859.0, 34.0, 79.0);
         held.wharf.machine_busy_cores_mean = 1.80;
-        held.wharf.wharf_cpu_cores_mean = 0.71;
-        held.wharf.postgres_cores_mean = 0.80;
-        held.wharf.generator_cores_mean = 0.15;
+        cores(&mut held, 0.71, 0.80, 0.15);
         let mut ten = ceiling(10, 15_247.0);
         ten.machine_busy_cores = Some(1.98);
         ten.postgres_cores = Some(1.60);
