@@ -25,14 +25,8 @@ rate=${3:-1500}
 port=${PORT:-$((20000 + $$ % 20000))}
 bin=target/release
 wharf=${WHARF:-$bin/wharf}
-db=wharf_bench_processing_$$
-psql() { command psql -qtAh 127.0.0.1 -U postgres "$@"; }
-psql -c "CREATE DATABASE $db" >/dev/null
-trap 'kill $(jobs -p) 2>/dev/null; wait; psql -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null' EXIT
-export WHARF_DATABASE_URL=postgres://postgres@127.0.0.1:5432/$db RUST_LOG=warn
-dir=$(mktemp -d)
-cp examples/wharf.toml examples/secrets.toml examples/payload-keys.toml "$dir/"
-sed -i "s|\"../adapters/dist\"|\"$PWD/adapters/dist\"|; s|\"../.wharf-dev/cache\"|\"$PWD/target/bench-cache\"|" "$dir/wharf.toml"
+. examples/bench-env.sh
+bench_env processing warn
 [ "$mode" = drain ] && sed -i 's|^count = 2\b|count = 0|' "$dir/wharf.toml"
 [ -n "${BATCH:-}" ] && sed -i "s|^batch_size = [0-9]*|batch_size = $BATCH|" "$dir/wharf.toml"
 

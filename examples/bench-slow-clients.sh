@@ -12,15 +12,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-2000}
 bin=target/release
-db=wharf_bench_slow_$$
-psql() { command psql -qtAh 127.0.0.1 -U postgres "$@"; }
-psql -c "CREATE DATABASE $db" >/dev/null
-trap 'kill $(jobs -p) 2>/dev/null; wait; psql -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null' EXIT
+. examples/bench-env.sh
+bench_env slow error
 ulimit -n $((n * 2 + 1024))
-export WHARF_DATABASE_URL=postgres://postgres@127.0.0.1:5432/$db RUST_LOG=error
-dir=$(mktemp -d)
-cp examples/wharf.toml examples/secrets.toml examples/payload-keys.toml "$dir/"
-sed -i "s|\"../adapters/dist\"|\"$PWD/adapters/dist\"|; s|\"../.wharf-dev/cache\"|\"$PWD/target/bench-cache\"|" "$dir/wharf.toml"
 
 $bin/wharf serve --config "$dir/wharf.toml" >/dev/null &
 pid=$!

@@ -22,15 +22,9 @@ seconds=${2:-40}
 port=$((20000 + $$ % 20000))
 bin=target/release
 wharf=${WHARF:-$bin/wharf}
-db=wharf_bench_writes_$$
-psql() { command psql -qtAh 127.0.0.1 -U postgres "$@"; }
-psql -c "CREATE DATABASE $db" >/dev/null
-trap 'kill $(jobs -p) 2>/dev/null; wait; psql -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null' EXIT
+. examples/bench-env.sh
+bench_env writes warn
 [ -n "${SET:-}" ] && psql -c "ALTER DATABASE $db SET $SET"
-export WHARF_DATABASE_URL=postgres://postgres@127.0.0.1:5432/$db RUST_LOG=warn
-dir=$(mktemp -d)
-cp examples/wharf.toml examples/secrets.toml examples/payload-keys.toml "$dir/"
-sed -i "s|\"../adapters/dist\"|\"$PWD/adapters/dist\"|; s|\"../.wharf-dev/cache\"|\"$PWD/target/bench-cache\"|" "$dir/wharf.toml"
 WHARF_LISTEN=127.0.0.1:$port WHARF_ADMIN_LISTEN=127.0.0.1:$((port + 1)) \
   "$wharf" serve --config "$dir/wharf.toml" >"$dir/wharf.log" 2>&1 &
 for _ in $(seq 300); do
