@@ -123,6 +123,18 @@ fn in_the_way(
     );
 }
 
+/// The machine's busy cores in the run's median second, and the sentence that says so with
+/// where the CPU went on average.
+fn busy_in_median_second(u: &crate::wharf::Usage, nproc: usize) -> (f64, String) {
+    let busy = median(u.samples.iter().map(|x| x.machine_busy_cores).collect()).unwrap_or(0.0);
+    let sentence = format!(
+        "The machine was busy {busy:.2} of its {nproc} cores in the median second (on average \
+         Wharf {:.2}, Postgres {:.2}, the generator {:.2}).",
+        u.wharf_cpu_cores_mean, u.postgres_cores_mean, u.generator_cores_mean,
+    );
+    (busy, sentence)
+}
+
 /// Why a run missed the latency bound: the whole run (capacity), or its worst second, and what
 /// the disk, the WAL and the CPU did then.
 fn worst_second(run: &RunResult, nproc: usize, bound_ms: f64) -> Option<String> {
@@ -138,8 +150,7 @@ fn worst_second(run: &RunResult, nproc: usize, bound_ms: f64) -> Option<String> 
     let cores = nproc as f64;
     let u = &run.wharf;
     let samples = &u.samples;
-    let busy_typical =
-        median(samples.iter().map(|x| x.machine_busy_cores).collect()).unwrap_or(0.0);
+    let (busy_typical, busy_sentence) = busy_in_median_second(u, nproc);
     let mut text = format!(
         "**p99 at {:.0}/s.** {over} of its {} seconds had p99 over {bound_ms:.0} ms (the median \
          second {}). The worst, {} s in, had {}",
@@ -160,16 +171,12 @@ fn worst_second(run: &RunResult, nproc: usize, bound_ms: f64) -> Option<String> 
     if typical > bound_ms {
         let _ = write!(
             text,
-            " **In the way: {}** The machine was busy {busy_typical:.2} of its {nproc} cores in \
-             the median second (on average Wharf {:.2}, Postgres {:.2}, the generator {:.2}).",
+            " **In the way: {}** {busy_sentence}",
             if busy_typical >= 0.9 * cores {
                 "CPU, the whole run."
             } else {
                 "the whole run, and not CPU alone."
             },
-            u.wharf_cpu_cores_mean,
-            u.postgres_cores_mean,
-            u.generator_cores_mean,
         );
     }
     // A sample at t covers (t - 1, t] of the sampler's clock, which starts with the load: the
@@ -258,12 +265,10 @@ fn overloaded(run: &RunResult, rate: f64, nproc: usize, connections: usize) -> S
         .iter()
         .filter(|s| s.max_ms > 2000.0)
         .count();
-    let busy = median(u.samples.iter().map(|x| x.machine_busy_cores).collect()).unwrap_or(0.0);
+    let (busy, busy_sentence) = busy_in_median_second(u, nproc);
     let mut text = format!(
         "**Offered {:.1}x ({:.0}/s).** {:.0} 2xx/s ({:.2} of {rate:.0}/s), p99 {}, slowest {}; \
-         {late} of its {} seconds sent a request answered after 2 s. The machine was busy \
-         {busy:.2} of its {nproc} cores in the median second (on average Wharf {:.2}, Postgres \
-         {:.2}, the generator {:.2}).",
+         {late} of its {} seconds sent a request answered after 2 s. {busy_sentence}",
         run.load.offered_rate / rate,
         run.load.offered_rate,
         run.load.accepted_per_s,
@@ -271,9 +276,6 @@ fn overloaded(run: &RunResult, rate: f64, nproc: usize, connections: usize) -> S
         ms(run.load.latency.p99_ms),
         ms(run.load.latency.max_ms),
         run.load.timeline.len(),
-        u.wharf_cpu_cores_mean,
-        u.postgres_cores_mean,
-        u.generator_cores_mean,
     );
     if run.load.peak_connections >= connections {
         let _ = write!(
