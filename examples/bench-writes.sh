@@ -6,7 +6,9 @@
 #   - every relation over 1 MB: size and bytes per stored event;
 #   - WAL records, full-page images, bytes and bytes per event (`pg_stat_wal`), and who wrote
 #     the evicted pages (`pg_stat_bgwriter`), both reset at the start;
-#   - once a second: the kernel's dirty page cache and writeback (KiB) and `nr_written`.
+#   - once a second: the kernel's dirty page cache and writeback (KiB) and `nr_written`;
+#   - when the server loads `pg_stat_statements` (shared_preload_libraries): Wharf's
+#     statements by total time, with calls, rows, time and WAL per stored event.
 #
 #   cargo build --release -p wharf --bin wharf -p wharf-bench
 #   examples/bench-writes.sh [RATE] [SECONDS]          # default 2000 for 40
@@ -35,6 +37,12 @@ done
 psql -c "CHECKPOINT"
 sync
 psql -c "SELECT pg_stat_reset_shared('bgwriter'), pg_stat_reset_shared('wal')" >/dev/null
+statements=$(psql -c "SELECT 1 FROM pg_settings WHERE name = 'shared_preload_libraries'
+                        AND setting LIKE '%pg_stat_statements%'")
+if [ -n "$statements" ]; then
+  psql -d "$db" -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"
+  psql -d "$db" -c "SELECT pg_stat_statements_reset()" >/dev/null
+fi
 (
   t=0
   while sleep 1; do
@@ -62,6 +70,14 @@ psql -F' | ' -c "SELECT 'WAL: records ' || wal_records, 'full-page images ' || w
 psql -F' | ' -c "SELECT 'pages written: checkpointer ' || buffers_checkpoint,
                         'background writer ' || buffers_clean, 'backends ' || buffers_backend
                  FROM pg_stat_bgwriter"
+if [ -n "$statements" ]; then
+  echo "statement | calls | rows | ms | µs per event | WAL bytes per event"
+  psql -d "$db" -F' | ' -c "SELECT regexp_replace(left(query, 70), '\s+', ' ', 'g'), calls, rows,
+                                  round(total_exec_time), round(total_exec_time * 1000 / $n),
+                                  round(wal_bytes / $n)
+                           FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
+                           WHERE d.datname = '$db' ORDER BY total_exec_time DESC LIMIT 15"
+fi
 echo "second, Dirty KiB, Writeback KiB, nr_written:"
 tr '\n' ';' <"$dir/dirty"
 echo

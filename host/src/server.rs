@@ -16,7 +16,7 @@ use crate::http::{
     processing_admin_router, public_router, serve_on,
 };
 use crate::ingest::Store;
-use crate::ingest::{Admission, CommitSettings, Ingest, RateLimits};
+use crate::ingest::{Admission, CommitSettings, Handoff, Ingest, RateLimits};
 use crate::ingest::{KeySource, SecretStore};
 use crate::processing::{self, Processing};
 use crate::reload::Reloader;
@@ -61,6 +61,14 @@ impl Server {
             None => None,
         };
         let proxies = Arc::new(TrustedProxies::new(config.server.trusted_proxies()?));
+        // This host's workers take the events it accepts straight from acceptance while they
+        // keep up; room for two batches each.
+        let handoff = (config.worker.count > 0).then(|| {
+            Arc::new(Handoff::new(
+                2 * config.worker.count * config.worker.batch_size as usize,
+                Duration::from_secs(config.worker.lease_secs),
+            ))
+        });
         let store = Store::connect_lazy(
             config.database_url(),
             config.database.max_connections,
@@ -74,7 +82,9 @@ impl Server {
                 max_wait: Duration::from_micros(config.database.accept_batch_wait_us),
                 gather: Duration::from_micros(config.database.accept_gather_us),
                 timeout: config.database.commit_timeout(),
+                notices_published: config.nats.is_none(),
             },
+            handoff.clone(),
             Arc::clone(&metrics),
         );
         if config.database.migrate_on_start {
@@ -147,7 +157,8 @@ impl Server {
         let processing = Arc::new(
             Processing::new(Arc::clone(&config), metrics, ingest.signals(), payload_keys)?
                 .with_signing(Arc::clone(&secrets) as Arc<dyn KeySource>, options.clock)
-                .with_traces(traces.clone()),
+                .with_traces(traces.clone())
+                .with_handoff(handoff),
         );
         let state = HttpState {
             ingest: Arc::clone(&ingest),

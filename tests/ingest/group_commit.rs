@@ -206,6 +206,7 @@ async fn events_of_one_batch_keep_their_spans_and_a_shared_event_keeps_its_owner
                 max_wait: std::time::Duration::from_millis(200),
                 ..CommitSettings::default()
             },
+            None,
             Arc::clone(&metrics),
         );
     store.migrate().await.unwrap();

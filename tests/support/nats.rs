@@ -29,7 +29,6 @@ impl NatsScope {
         async_nats::jetstream::new(client)
     }
 
-    /// Messages the accepted-events stream holds.
     /// A stream of this test's own for `nats` deliveries: (subject, stream name).
     pub async fn deliveries_stream(&self) -> (String, String) {
         let subject = format!("{}.deliveries", self.prefix.trim_end_matches(".accepted"));
@@ -46,6 +45,7 @@ impl NatsScope {
         (subject, stream_name)
     }
 
+    /// Messages the accepted-events stream holds.
     pub async fn accepted_messages(&self) -> u64 {
         let js = Self::jetstream().await;
         let mut stream = js.get_stream(&self.stream).await.expect("stream exists");

@@ -22,10 +22,13 @@
 //! order, so concurrent batches cannot deadlock.
 //! A batch the database refuses (a trigger, a constraint) is split in halves until the request
 //! at fault fails alone: one bad row never fails its neighbours.
+//!
+//! Where this host runs workers, the batch's new events are leased to them in the same
+//! statement while they have room, and handed over after the commit (`handoff`).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use futures::future::BoxFuture;
 use sha2::{Digest, Sha256};
@@ -34,6 +37,7 @@ use time::OffsetDateTime;
 use tokio::sync::{Notify, Semaphore, mpsc, oneshot};
 use uuid::Uuid;
 
+use super::handoff::{Claim, Handoff, Reservation};
 use super::rows::{Acceptance, NewEvent, StoreError, StoredVersion, Submission, redact_db};
 use crate::support::columns::column;
 use crate::support::ids;
@@ -52,6 +56,10 @@ pub struct CommitSettings {
     /// Longest a batch may take in the database (`commit_timeout_ms`): past it the statement
     /// is abandoned with its connection, so a database that hangs does not hold a writer.
     pub timeout: Duration,
+    /// The outbox rows are written already published: set when nothing publishes the
+    /// accepted-event notices (no `[nats]`), instead of the relay marking each row after the
+    /// commit (migration 20261203100001).
+    pub notices_published: bool,
 }
 
 impl Default for CommitSettings {
@@ -62,6 +70,7 @@ impl Default for CommitSettings {
             max_wait: Duration::ZERO,
             gather: Duration::from_millis(5),
             timeout: Duration::from_millis(1500),
+            notices_published: false,
         }
     }
 }
@@ -104,9 +113,14 @@ pub(super) struct GroupCommit {
 
 impl GroupCommit {
     /// Starts the dispatcher on the current runtime; it ends when the last sender is dropped.
-    pub(super) fn start(pool: PgPool, settings: CommitSettings, metrics: Arc<Metrics>) -> Self {
+    pub(super) fn start(
+        pool: PgPool,
+        settings: CommitSettings,
+        handoff: Option<Arc<Handoff>>,
+        metrics: Arc<Metrics>,
+    ) -> Self {
         let (queue, rx) = mpsc::unbounded_channel();
-        tokio::spawn(dispatch(pool, settings, metrics, rx));
+        tokio::spawn(dispatch(pool, settings, handoff, metrics, rx));
         Self { queue }
     }
 
@@ -120,6 +134,7 @@ impl GroupCommit {
 async fn dispatch(
     pool: PgPool,
     settings: CommitSettings,
+    handoff: Option<Arc<Handoff>>,
     metrics: Arc<Metrics>,
     mut rx: mpsc::UnboundedReceiver<Pending>,
 ) {
@@ -183,8 +198,9 @@ async fn dispatch(
             }
         }
         let (pool, metrics, finished) = (pool.clone(), Arc::clone(&metrics), Arc::clone(&finished));
+        let handoff = handoff.clone();
         tokio::spawn(async move {
-            commit(&pool, batch, settings.timeout, Some(&metrics)).await;
+            commit(&pool, batch, settings, handoff.as_deref(), Some(&metrics)).await;
             drop(writer);
             finished.notify_waiters();
         });
@@ -213,7 +229,8 @@ fn join(
 pub(super) fn commit<'a>(
     pool: &'a PgPool,
     mut batch: Vec<Pending>,
-    timeout: Duration,
+    settings: CommitSettings,
+    handoff: Option<&'a Handoff>,
     metrics: Option<&'a Metrics>,
 ) -> BoxFuture<'a, ()> {
     Box::pin(async move {
@@ -224,7 +241,9 @@ pub(super) fn commit<'a>(
             return;
         }
         let started = Instant::now();
-        let Ok(result) = tokio::time::timeout(timeout, insert(pool, &batch)).await else {
+        let timeout = settings.timeout;
+        let inserted = insert(pool, &batch, settings.notices_published, handoff);
+        let Ok(result) = tokio::time::timeout(timeout, inserted).await else {
             for pending in batch {
                 let _ = pending.reply.send(Err(StoreError::Timeout(timeout)));
             }
@@ -251,8 +270,8 @@ pub(super) fn commit<'a>(
                     m.accept_batch_split();
                 }
                 let right = batch.split_off(batch.len() / 2);
-                commit(pool, batch, timeout, metrics).await;
-                commit(pool, right, timeout, metrics).await;
+                commit(pool, batch, settings, handoff, metrics).await;
+                commit(pool, right, settings, handoff, metrics).await;
             }
             Err(e) => {
                 let e = Arc::new(e);
@@ -279,7 +298,12 @@ type Slot = (usize, bool);
 /// Inserts every distinct event of the batch with its outbox row, and the payloads of the
 /// requests that own an inserted row, in one transaction: the keys' locks, then one query
 /// that finds the copies already stored and inserts the rest.
-async fn insert(pool: &PgPool, batch: &[Pending]) -> Result<Vec<Vec<Acceptance>>, sqlx::Error> {
+async fn insert(
+    pool: &PgPool,
+    batch: &[Pending],
+    notices_published: bool,
+    handoff: Option<&Handoff>,
+) -> Result<Vec<Vec<Acceptance>>, sqlx::Error> {
     let mut index: HashMap<(&str, &str, &str), usize> = HashMap::new();
     let mut rows: Vec<Row<'_>> = Vec::new();
     let mut slots: Vec<Vec<Slot>> = Vec::with_capacity(batch.len());
@@ -311,15 +335,25 @@ async fn insert(pool: &PgPool, batch: &[Pending]) -> Result<Vec<Vec<Acceptance>>
     });
 
     let columns = Columns::new(&rows, &order, batch);
+    // The first rows, as far as there is room, are leased to this host's workers. A claim
+    // token only has to be new (a worker's own are `gen_random_uuid()`): version 7 ids never
+    // repeat within a process, and their random bits keep hosts apart.
+    let reservation = handoff.map(|h| h.reserve(rows.len()));
+    let leased = reservation.as_ref().map_or(0, Reservation::granted);
+    let claim_ids: Vec<Option<Uuid>> = (0..order.len())
+        .map(|i| (i < leased).then(Uuid::now_v7))
+        .collect();
+    let lease_secs = handoff.map_or(0.0, |h| h.lease().as_secs_f64());
     let mut locks: Vec<i64> = rows.iter().map(|r| lock_key(r.event)).collect();
     locks.sort_unstable();
     locks.dedup();
     // One round trip: the locks, then the lookup and inserts, in one transaction
     // (`wharf_accept`, migration 20261203000002, says how its two queries keep the locks'
-    // guarantee).
+    // guarantee; 20261203100001 added the last three arguments).
     let resolved: Vec<(Uuid, Uuid, bool)> = sqlx::query_as(
         "SELECT row_id, stored_id, fresh FROM wharf_accept($25, $1, $2, $3, $4, $5, $6, $7,
-            $8, $9, $10, $11, $12, $13, $14, $15, $16, $20, $21, $24, $22, $17, $18, $19, $23)",
+            $8, $9, $10, $11, $12, $13, $14, $15, $16, $20, $21, $24, $22, $17, $18, $19, $23,
+            $26, $27, $28)",
     )
     .bind(columns.inbox_ids)
     .bind(columns.providers)
@@ -353,6 +387,9 @@ async fn insert(pool: &PgPool, batch: &[Pending]) -> Result<Vec<Vec<Acceptance>>
     .bind(column(batch, |p| p.submission.received_at))
     .bind(columns.trace_contexts)
     .bind(&locks)
+    .bind(notices_published)
+    .bind(&claim_ids)
+    .bind(lease_secs)
     .fetch_all(pool)
     .await?;
 
@@ -372,6 +409,20 @@ async fn insert(pool: &PgPool, batch: &[Pending]) -> Result<Vec<Vec<Acceptance>>
         }
     }
 
+    if let Some(reservation) = reservation {
+        let claimed_at = SystemTime::now();
+        let claims = order
+            .iter()
+            .zip(&claim_ids)
+            .filter_map(|(&r, claim_id)| {
+                let row = &rows[r];
+                let claim_id = (*claim_id).filter(|_| inserted.contains(&row.inbox_id))?;
+                Some(leased_claim(row, &batch[row.owner], claim_id, claimed_at))
+            })
+            .collect();
+        reservation.hand_over(claims);
+    }
+
     slots
         .into_iter()
         .map(|mine| {
@@ -389,6 +440,37 @@ async fn insert(pool: &PgPool, batch: &[Pending]) -> Result<Vec<Vec<Acceptance>>
                 .collect()
         })
         .collect()
+}
+
+/// What a worker's claim would have read back for a row leased at acceptance.
+fn leased_claim(row: &Row<'_>, pending: &Pending, claim_id: Uuid, claimed_at: SystemTime) -> Claim {
+    let e = row.event;
+    let (version_kind, version) = version_columns(e.object_version);
+    Claim {
+        inbox_id: row.inbox_id,
+        provider: e.provider.clone(),
+        endpoint_id: e.endpoint_id.clone(),
+        event_id: e.event_id.clone(),
+        event_type: e.event_type.clone(),
+        object_id: e.object_id.clone(),
+        version_kind: version_kind.map(str::to_owned),
+        version,
+        payload_ref: pending.payload_ref,
+        payload_span: e.payload_span,
+        attempt: 1,
+        claim_id,
+        trace_context: pending.submission.trace_context.clone(),
+        claimed_at,
+    }
+}
+
+/// `object_version_kind` and `object_version` of an event's row.
+fn version_columns(version: Option<StoredVersion>) -> (Option<&'static str>, Option<i64>) {
+    match version {
+        Some(StoredVersion::Sequence(v)) => (Some("sequence"), Some(v)),
+        Some(StoredVersion::CreatedAt(v)) => (Some("created_at"), Some(v)),
+        None => (None, None),
+    }
 }
 
 /// The transaction lock that serialises acceptances of one logical event: 64 bits of a hash
@@ -461,11 +543,7 @@ impl<'a> Columns<'a> {
                 event,
             } = rows[r];
             let pending = &batch[owner];
-            let (kind, version) = match event.object_version {
-                Some(StoredVersion::Sequence(v)) => (Some("sequence"), Some(v)),
-                Some(StoredVersion::CreatedAt(v)) => (Some("created_at"), Some(v)),
-                None => (None, None),
-            };
+            let (kind, version) = version_columns(event.object_version);
             c.inbox_ids.push(inbox_id);
             c.providers.push(&event.provider);
             c.endpoint_ids.push(&event.endpoint_id);

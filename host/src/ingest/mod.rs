@@ -8,12 +8,14 @@
 //! - `admission`: past capacity, refuse at once what could not be answered in the budget
 //! - `store`: Postgres: migrations and `accept`, the one way events are stored
 //! - `commit`: group commit behind `accept`: requests that arrive together share a transaction
+//! - `handoff`: events leased at acceptance to this host's workers, handed over in memory
 //! - `rows`: what acceptance writes and answers, and `StoreError`
 //! - `error`: `IngestError`, its status, code and internal cause
 
 mod admission;
 mod commit;
 mod error;
+mod handoff;
 mod pipeline;
 mod rate_limit;
 mod rows;
@@ -24,6 +26,7 @@ mod verify;
 pub use admission::{Admission, MAX_IN_FLIGHT};
 pub use commit::CommitSettings;
 pub use error::IngestError;
+pub use handoff::{Claim, Handoff};
 pub use pipeline::{
     Admitted, Ingest, Outcome, RequestFacts, Verified, inbox_ids, verify_and_parse,
 };

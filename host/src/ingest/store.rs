@@ -12,6 +12,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use tokio::sync::oneshot;
 
 use super::commit::{self, CommitSettings, GroupCommit, Pending};
+use super::handoff::Handoff;
 use super::rows::{Acceptance, StoreError, Submission};
 use crate::support::metrics::Metrics;
 use crate::support::sealing::PayloadKeys;
@@ -60,11 +61,18 @@ impl Store {
     }
 
     /// From now on, requests that arrive together share acceptance transactions (see
-    /// `commit`). Needs a running tokio runtime.
-    pub fn with_group_commit(mut self, settings: CommitSettings, metrics: Arc<Metrics>) -> Self {
+    /// `commit`), and with `handoff` the events accepted while this host's workers have room
+    /// are leased to them (see `handoff`). Needs a running tokio runtime.
+    pub fn with_group_commit(
+        mut self,
+        settings: CommitSettings,
+        handoff: Option<Arc<Handoff>>,
+        metrics: Arc<Metrics>,
+    ) -> Self {
         self.group_commit = Some(Arc::new(GroupCommit::start(
             self.pool.clone(),
             settings,
+            handoff,
             metrics,
         )));
         self
@@ -99,7 +107,13 @@ impl Store {
         let wait = async {
             match &self.group_commit {
                 Some(group) => group.submit(pending)?,
-                None => commit::commit(&self.pool, vec![pending], self.commit_timeout, None).await,
+                None => {
+                    let alone = CommitSettings {
+                        timeout: self.commit_timeout,
+                        ..CommitSettings::default()
+                    };
+                    commit::commit(&self.pool, vec![pending], alone, None, None).await
+                }
             }
             answer.await.map_err(|_| StoreError::WriterStopped)?
         };

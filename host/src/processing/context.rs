@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::nats::Nats;
 use crate::config::Config;
-use crate::ingest::{KeySource, redact_db};
+use crate::ingest::{Handoff, KeySource, redact_db};
 use crate::support::clock::{SharedClock, SystemClock};
 use crate::support::metrics::Metrics;
 use crate::support::sealing::PayloadKeys;
@@ -34,6 +34,8 @@ pub struct Processing {
     pub clock: SharedClock,
     /// Spans for processing and deliveries (`[tracing]`); off by default.
     pub traces: Traces,
+    /// Events this host's ingest leased to its workers (`wharf serve` with workers).
+    pub handoff: Option<Arc<Handoff>>,
 }
 
 impl Processing {
@@ -81,12 +83,19 @@ impl Processing {
             signing_keys: None,
             clock: Arc::new(SystemClock),
             traces: Traces::off(),
+            handoff: None,
         })
     }
 
     /// Traces processing and deliveries with this tracer, continuing each request's trace.
     pub fn with_traces(mut self, traces: Traces) -> Self {
         self.traces = traces;
+        self
+    }
+
+    /// Workers take the events that ingest leased to them from `handoff` first.
+    pub fn with_handoff(mut self, handoff: Option<Arc<Handoff>>) -> Self {
+        self.handoff = handoff;
         self
     }
 

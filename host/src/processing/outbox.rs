@@ -56,14 +56,15 @@ impl OutboxRelay {
                     idle = p.idle_poll();
                 }
             }
-            if !wait_for_work(
-                p.signals.outbox.notified(),
-                &mut idle,
-                p.idle_poll(),
-                &cancel,
-            )
-            .await
-            {
+            // Without `[nats]` this host commits its notices published, so an acceptance is
+            // no reason to look; only rows from hosts configured otherwise, found by polling.
+            let woken = async {
+                match p.nats {
+                    Some(_) => p.signals.outbox.notified().await,
+                    None => std::future::pending().await,
+                }
+            };
+            if !wait_for_work(woken, &mut idle, p.idle_poll(), &cancel).await {
                 break;
             }
         }

@@ -26,34 +26,11 @@ use super::context::{MIN_IDLE, Processing, wait_for_work};
 use super::document::storable_json;
 use super::payloads::{PayloadError, StoredPayload, event_span};
 use crate::config::{EndpointConfig, ProjectionDocument};
+pub use crate::ingest::Claim;
 use crate::ingest::redact_db;
 use crate::support::columns::column;
 use crate::support::failpoint;
 use crate::support::traces::{KeyValue, SpanKind, TraceSpan};
-
-/// One claimed inbox row. `claim_id` is the lease token, fresh for every claim and never
-/// reused (replay and giving a claim back leave it unmatched): every later update of the row
-/// requires it unchanged. `attempt` is the attempt count after claiming, for backoff only.
-#[derive(Debug, Clone)]
-pub struct Claim {
-    pub inbox_id: Uuid,
-    pub provider: String,
-    pub endpoint_id: String,
-    pub event_id: String,
-    pub event_type: String,
-    pub object_id: Option<String>,
-    pub version_kind: Option<String>,
-    pub version: Option<i64>,
-    pub payload_ref: Uuid,
-    /// The event's byte range of the payload (`payload_start`, `payload_end`); `None`: all of it.
-    pub payload_span: Option<(i64, i64)>,
-    pub attempt: i32,
-    pub claim_id: Uuid,
-    /// The accepting request's `traceparent` (`[tracing]` on where it was accepted).
-    pub trace_context: Option<String>,
-    /// When it was claimed: the start of its processing span.
-    pub claimed_at: SystemTime,
-}
 
 impl Claim {
     /// The projection row this event moves, when it names an object and a version.
@@ -205,7 +182,7 @@ impl Worker {
     }
 
     async fn execute(&self, cancel: &CancellationToken) -> anyhow::Result<usize> {
-        let claims = self.claim().await?;
+        let claims = self.leased_or_claimed().await?;
         let n = claims.len();
         if n == self.processing.config.worker.batch_size as usize {
             // A full batch: more is likely due, so let a peer start on it now.
@@ -293,11 +270,41 @@ impl Worker {
                 break;
             }
         }
+        // Leased to this host and not started: back to the database now rather than when
+        // their leases run out.
+        if let Some(handoff) = &self.processing.handoff {
+            self.release(handoff.take(usize::MAX)).await;
+        }
         Ok(())
     }
 
     fn endpoint(&self, id: &str) -> Option<&EndpointConfig> {
         self.processing.config.endpoints.iter().find(|e| e.id == id)
+    }
+
+    /// What ingest leased to this host's workers at acceptance, else a claim from the
+    /// database; in version order either way.
+    async fn leased_or_claimed(&self) -> anyhow::Result<Vec<Claim>> {
+        let p = &self.processing;
+        let full = p.config.worker.batch_size as usize;
+        let mut claims = match p.handoff.as_deref().map(|h| h.take(full)) {
+            Some(leased) if !leased.is_empty() => leased,
+            _ => {
+                let claimed = self.claim().await?;
+                if claimed.len() < full
+                    && let Some(handoff) = &p.handoff
+                {
+                    handoff.caught_up();
+                }
+                claimed
+            }
+        };
+        // UPDATE ... RETURNING has no order, nor has acceptance's key order: decide in version
+        // order, so a batch holding several versions of one object applies them oldest first.
+        claims.sort_by(|a, b| {
+            (a.object(), a.version, &a.event_id).cmp(&(b.object(), b.version, &b.event_id))
+        });
+        Ok(claims)
     }
 
     async fn claim(&self) -> anyhow::Result<Vec<Claim>> {
@@ -329,7 +336,7 @@ impl Worker {
         .fetch_all(&self.processing.pool)
         .await?;
         let claimed_at = SystemTime::now();
-        let mut claims: Vec<Claim> = rows
+        let claims: Vec<Claim> = rows
             .into_iter()
             .map(|r| Claim {
                 inbox_id: r.get(0),
@@ -349,11 +356,6 @@ impl Worker {
                 claimed_at,
             })
             .collect();
-        // UPDATE ... RETURNING has no order; decide in version order, so a batch holding
-        // several versions of one object applies them oldest first.
-        claims.sort_by(|a, b| {
-            (a.object(), a.version, &a.event_id).cmp(&(b.object(), b.version, &b.event_id))
-        });
         Ok(claims)
     }
 
