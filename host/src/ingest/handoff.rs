@@ -57,6 +57,8 @@ struct State {
     /// An accepted event found no room and waits in the database: hand nothing over until
     /// the workers have claimed the database's due rows.
     backlog: bool,
+    /// The workers stopped: nothing more is leased to them.
+    closed: bool,
 }
 
 impl Handoff {
@@ -71,6 +73,7 @@ impl Handoff {
                 waiting: VecDeque::new(),
                 reserved: 0,
                 backlog: true,
+                closed: false,
             }),
         }
     }
@@ -84,7 +87,11 @@ impl Handoff {
     pub(super) fn reserve(&self, wanted: usize) -> Reservation<'_> {
         let mut state = self.state.lock().expect("handoff lock");
         let free = self.capacity - state.waiting.len() - state.reserved;
-        let granted = if state.backlog { 0 } else { wanted.min(free) };
+        let granted = if state.backlog || state.closed {
+            0
+        } else {
+            wanted.min(free)
+        };
         if granted < wanted {
             state.backlog = true;
         }
@@ -106,6 +113,14 @@ impl Handoff {
     /// there is claimed, so new events may be handed over again.
     pub fn caught_up(&self) {
         self.state.lock().expect("handoff lock").backlog = false;
+    }
+
+    /// The workers are stopping: acceptances still in flight write their events `PENDING`
+    /// from now on, and what waits is returned, for the workers to give back.
+    pub fn close(&self) -> Vec<Claim> {
+        let mut state = self.state.lock().expect("handoff lock");
+        state.closed = true;
+        state.waiting.drain(..).collect()
     }
 }
 
@@ -200,6 +215,22 @@ mod tests {
         assert_eq!(ids(&h.take(8)), [2, 3]);
         h.caught_up();
         assert_eq!(h.reserve(5).granted(), 3);
+    }
+
+    #[test]
+    fn once_closed_nothing_more_is_leased_and_what_waited_is_returned() {
+        let h = Handoff::new(4, Duration::from_secs(30));
+        h.caught_up();
+        let in_flight = h.reserve(1);
+        h.reserve(1).hand_over(vec![claim(1)]);
+        assert_eq!(ids(&h.close()), [1]);
+        assert_eq!(h.reserve(1).granted(), 0);
+        h.caught_up();
+        assert_eq!(h.reserve(1).granted(), 0, "closed for good");
+        // An acceptance that reserved before the close hands over into it; a second
+        // worker's close returns that too.
+        in_flight.hand_over(vec![claim(2)]);
+        assert_eq!(ids(&h.close()), [2]);
     }
 
     #[test]

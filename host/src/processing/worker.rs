@@ -271,9 +271,9 @@ impl Worker {
             }
         }
         // Leased to this host and not started: back to the database now rather than when
-        // their leases run out.
+        // their leases run out; acceptances still in flight lease nothing more.
         if let Some(handoff) = &self.processing.handoff {
-            self.release(handoff.take(usize::MAX)).await;
+            self.release(handoff.close()).await;
         }
         Ok(())
     }
