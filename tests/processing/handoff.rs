@@ -71,6 +71,16 @@ async fn events_accepted_while_the_workers_keep_up_are_leased_at_acceptance() {
         "{updated} updates for {} events",
         n + 1
     );
+    // Nothing keeps their documents (`projection_document = "none"`): the worker reads back
+    // no payload it was handed with its lease, only the first event's if that one was
+    // claimed from the database. Each read used to fetch one row.
+    let payloads = table_activity(&db, "webhook_payloads%", n + 1).await;
+    assert_eq!(payloads.written, n + 1);
+    assert!(
+        payloads.index_read + payloads.seq_read <= 1,
+        "payload rows read for {} events: {payloads:?}",
+        n + 1
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -461,6 +461,7 @@ fn leased_claim(row: &Row<'_>, pending: &Pending, claim_id: Uuid, claimed_at: Sy
         claim_id,
         trace_context: pending.submission.trace_context.clone(),
         claimed_at,
+        payload_committed: true,
     }
 }
 

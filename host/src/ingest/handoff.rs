@@ -41,6 +41,10 @@ pub struct Claim {
     pub trace_context: Option<String>,
     /// When it was claimed: the start of its processing span.
     pub claimed_at: SystemTime,
+    /// Leased at acceptance: its payload was committed with the lease, from the bytes this
+    /// host verified, and its span was cut from them, so a worker that needs nothing of the
+    /// body need not read it back to know it is there.
+    pub payload_committed: bool,
 }
 
 /// The events leased at acceptance, waiting for this host's workers.
@@ -174,6 +178,7 @@ mod tests {
             claim_id: Uuid::from_u128(n),
             trace_context: None,
             claimed_at: SystemTime::now(),
+            payload_committed: true,
         }
     }
 

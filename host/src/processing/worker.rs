@@ -354,6 +354,8 @@ impl Worker {
                 claim_id: r.get(10),
                 trace_context: r.get(13),
                 claimed_at,
+                // Retention or a purge may have taken it since: read it to know.
+                payload_committed: false,
             })
             .collect();
         Ok(claims)
@@ -432,26 +434,23 @@ impl Worker {
         let p = &self.processing;
         // Read before the transaction, so no lock is held while the bodies come in. Whole
         // bodies, each once however many of the batch's events it holds; each event then
-        // takes its own span of it (`event_payload`).
-        let refs: Vec<Uuid> = claims.iter().map(|c| c.payload_ref).collect();
-        let bodies: HashMap<Uuid, Result<Vec<u8>, PayloadError>> =
-            sqlx::query_as::<_, (Uuid, Option<String>, Vec<u8>)>(
-                "SELECT payload_ref, key_id, body FROM webhook_payloads
-                 WHERE payload_ref = ANY($1)",
-            )
-            .bind(&refs)
-            .fetch_all(&p.pool)
-            .await?
-            .into_iter()
-            .map(|(payload_ref, key_id, body)| {
-                let stored = StoredPayload {
-                    payload_ref,
-                    key_id,
-                    body,
-                };
-                (payload_ref, stored.open(&p.payload_keys))
-            })
+        // takes its own span of it (`event_payload`). Only the bodies a projection keeps, or
+        // that may be gone: an event leased at acceptance needs no read to know its payload
+        // is there (with `projection_document = "none"`, most events are not read at all).
+        let needs_body = |c: &Claim| {
+            !c.payload_committed
+                || p.config.projection_document(&c.endpoint_id) == ProjectionDocument::Event
+        };
+        let refs: Vec<Uuid> = claims
+            .iter()
+            .filter(|c| needs_body(c))
+            .map(|c| c.payload_ref)
             .collect();
+        let bodies = if refs.is_empty() {
+            HashMap::new()
+        } else {
+            read_payloads(p, &refs).await?
+        };
 
         let mut tx = p.pool.begin().await?;
         let held = lock_claimed(&mut tx, claims).await?;
@@ -464,6 +463,7 @@ impl Worker {
             match held.get(&claim.inbox_id) {
                 None => {}
                 Some(Some(done)) => live.push((i, Some(*done))),
+                Some(None) if !needs_body(claim) => live.push((i, None)),
                 Some(None) => match event_payload(claim, &bodies) {
                     Ok(_) => live.push((i, None)),
                     Err(why) if why.is_transient() => committed
@@ -808,6 +808,30 @@ async fn write(
     .fetch_one(&mut **tx)
     .await?;
     Ok(written as usize)
+}
+
+/// The stored payloads under these refs, each opened under its key id.
+async fn read_payloads(
+    p: &Processing,
+    refs: &[Uuid],
+) -> Result<HashMap<Uuid, Result<Vec<u8>, PayloadError>>, sqlx::Error> {
+    let rows = sqlx::query_as::<_, (Uuid, Option<String>, Vec<u8>)>(
+        "SELECT payload_ref, key_id, body FROM webhook_payloads WHERE payload_ref = ANY($1)",
+    )
+    .bind(refs)
+    .fetch_all(&p.pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(payload_ref, key_id, body)| {
+            let stored = StoredPayload {
+                payload_ref,
+                key_id,
+                body,
+            };
+            (payload_ref, stored.open(&p.payload_keys))
+        })
+        .collect())
 }
 
 /// The event's own bytes: its span of the request's payload, or the whole payload when it has
