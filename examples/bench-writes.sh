@@ -13,8 +13,11 @@
 #   cargo build --release -p wharf --bin wharf -p wharf-bench
 #   examples/bench-writes.sh [RATE] [SECONDS]          # default 2000 for 40
 #   SET="backend_flush_after = 32" examples/bench-writes.sh    # with a setting for the database
+#   SQL="ALTER TABLE …" examples/bench-writes.sh    # statements run once wharf has migrated
 #
-# Environment: SET (an `ALTER DATABASE … SET` for Wharf's connections), WHARF (the binary).
+# Environment: SET (an `ALTER DATABASE … SET` for Wharf's connections), SQL (run against the
+# database once `wharf serve` is ready, before the load: storage options to compare), WHARF
+# (the binary).
 # Needs Postgres on 127.0.0.1:5432 (trust auth); it checkpoints the cluster first so earlier
 # writes are not counted, and creates and drops its own database.
 set -euo pipefail
@@ -34,6 +37,7 @@ for _ in $(seq 300); do
   sleep 0.1
 done
 [ "$(curl -s "127.0.0.1:$((port + 1))/readyz")" = ready ] || { echo "wharf serve is not ready on port $port" >&2; exit 1; }
+[ -n "${SQL:-}" ] && psql -d "$db" -c "$SQL"
 psql -c "CHECKPOINT"
 sync
 psql -c "SELECT pg_stat_reset_shared('bgwriter'), pg_stat_reset_shared('wal')" >/dev/null

@@ -48,6 +48,8 @@ struct Table {
     /// The unique index each partition gets beside its parent's (a partitioned table's unique
     /// keys must contain the partition key, so this one is per day).
     unique: Option<&'static str>,
+    /// Storage options of each partition (a partitioned table has none of its own).
+    with: &'static str,
 }
 
 /// In drop order: rows that refer to an event go before it.
@@ -56,26 +58,32 @@ const TABLES: [Table; 5] = [
         name: "deliveries",
         period: Period::Events,
         unique: None,
+        with: "",
     },
     Table {
         name: "processed_events",
         period: Period::Events,
         unique: None,
+        with: "",
     },
     Table {
         name: "webhook_outbox",
         period: Period::Events,
         unique: None,
+        with: "",
     },
     Table {
         name: "webhook_inbox",
         period: Period::Events,
         unique: Some("(provider, endpoint_id, provider_event_id)"),
+        with: "",
     },
     Table {
         name: "webhook_payloads",
         period: Period::Payloads,
         unique: None,
+        // A sealed payload stays in its row up to a page (migration `…_payloads_inline.sql`).
+        with: "WITH (toast_tuple_target = 8160)",
     },
 ];
 
@@ -378,11 +386,12 @@ async fn create(
         format!("CREATE UNIQUE INDEX {name}_logical_event ON {name} {columns};")
     });
     let sql = format!(
-        "CREATE TABLE {name} (LIKE {parent} INCLUDING ALL);
+        "CREATE TABLE {name} (LIKE {parent} INCLUDING ALL) {with};
          {unique}
          ALTER TABLE {parent} ATTACH PARTITION {name}
              FOR VALUES FROM ('{lo}') TO ('{hi}');",
         parent = table.name,
+        with = table.with,
         lo = ids::floor_at(from),
         hi = ids::floor_at(to),
     );
