@@ -553,4 +553,5 @@ async fn a_payload_under_a_page_stays_in_its_row_on_every_day() {
         1,
         "only the payload over a page is out of line"
     );
+    app.shutdown().await;
 }

@@ -437,20 +437,13 @@ impl Worker {
         // takes its own span of it (`event_payload`). Only the bodies a projection keeps, or
         // that may be gone: an event leased at acceptance needs no read to know its payload
         // is there (with `projection_document = "none"`, most events are not read at all).
-        let needs_body = |c: &Claim| {
-            !c.payload_committed
-                || p.config.projection_document(&c.endpoint_id) == ProjectionDocument::Event
-        };
+        let needs_body = |c: &Claim| !c.payload_committed || keeps_document(p, c);
         let refs: Vec<Uuid> = claims
             .iter()
             .filter(|c| needs_body(c))
             .map(|c| c.payload_ref)
             .collect();
-        let bodies = if refs.is_empty() {
-            HashMap::new()
-        } else {
-            read_payloads(p, &refs).await?
-        };
+        let bodies = read_payloads(p, &refs).await?;
 
         let mut tx = p.pool.begin().await?;
         let held = lock_claimed(&mut tx, claims).await?;
@@ -519,12 +512,10 @@ impl Worker {
             .iter()
             .map(|key| {
                 let claim = &claims[newest[key].1];
-                let keep =
-                    p.config.projection_document(&claim.endpoint_id) == ProjectionDocument::Event;
                 Moved {
                     claim,
                     existing: stored.contains_key(key),
-                    state: keep
+                    state: keeps_document(p, claim)
                         .then(|| event_payload(claim, &bodies).ok())
                         .flatten()
                         .and_then(storable_json),
@@ -810,11 +801,19 @@ async fn write(
     Ok(written as usize)
 }
 
-/// The stored payloads under these refs, each opened under its key id.
+/// Whether the projection keeps this event's document, so its body is needed.
+fn keeps_document(p: &Processing, claim: &Claim) -> bool {
+    p.config.projection_document(&claim.endpoint_id) == ProjectionDocument::Event
+}
+
+/// The stored payloads under these refs, each opened under its key id; no statement for none.
 async fn read_payloads(
     p: &Processing,
     refs: &[Uuid],
 ) -> Result<HashMap<Uuid, Result<Vec<u8>, PayloadError>>, sqlx::Error> {
+    if refs.is_empty() {
+        return Ok(HashMap::new());
+    }
     let rows = sqlx::query_as::<_, (Uuid, Option<String>, Vec<u8>)>(
         "SELECT payload_ref, key_id, body FROM webhook_payloads WHERE payload_ref = ANY($1)",
     )
