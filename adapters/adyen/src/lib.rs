@@ -27,10 +27,10 @@
 //!   raw body). Those are other bodies (`type`, `data`) with no event id common to them; they
 //!   belong in an adapter of their own.
 
-use wharf_adapter_sdk::prelude::*;
+use wharf_adapter_sdk::*;
 
 struct Adyen;
-wharf_adapter_sdk::export_adapter!(Adyen);
+export!(Adyen);
 
 /// The host verifies at most 64 checks per request; JSON notifications carry one item.
 const MAX_ITEMS: usize = 64;
@@ -70,7 +70,7 @@ fn signed(value: Option<Located<'_>>, number: bool) -> Result<Option<Part>, Reje
 
 fn item_check(fields: &Members<'_>) -> Result<Check, Rejection> {
     let amount = match fields.get("amount") {
-        Some(a) if !a.is_null() => Some(a.members().ok_or_else(|| invalid("amount"))?),
+        Some(a) if !a.is_null() => Some(a.members().or_invalid("amount")?),
         _ => None,
     };
     let from_amount = |key| amount.as_ref().and_then(|a| a.get(key));
@@ -95,20 +95,20 @@ fn item_check(fields: &Members<'_>) -> Result<Check, Rejection> {
         .object("additionalData")
         .and_then(|a| a.str("hmacSignature"))
         .and_then(|s| base64_decode(s.as_bytes()))
-        .ok_or_else(|| invalid("missing or undecodable additionalData.hmacSignature"))?;
-    Ok(check(Algorithm::HmacSha256, message, vec![signature]))
+        .or_invalid("missing or undecodable additionalData.hmacSignature")?;
+    Ok(hmac_sha256(message, vec![signature]))
 }
 
-impl Guest for Adyen {
+impl Adapter for Adyen {
     fn describe() -> Description {
-        Description::new("adyen", "0.1.0", Algorithm::HmacSha256)
+        Description::new(Algorithm::HmacSha256)
             .secret_encoding(SecretEncoding::Hex)
-            .acknowledgement("text/plain", b"[accepted]")
+            .acknowledgement(Answer::new("text/plain", "[accepted]"))
     }
 
     fn prepare(req: &Request) -> Result<Prepared, Rejection> {
         let body = req.body();
-        let items = items(&body).ok_or_else(|| invalid("not a notification with items"))?;
+        let items = items(&body).or_invalid("not a notification with items")?;
         if items.is_empty() || items.len() > MAX_ITEMS {
             return Err(invalid("no items, or more than 64"));
         }
@@ -122,15 +122,12 @@ impl Guest for Adyen {
             }
             checks.push(item_check(fields)?);
         }
-        Ok(Prepared {
-            checks,
-            timestamp: None,
-        })
+        Ok(Prepared::new(checks))
     }
 
     fn parse(req: &Request) -> Result<Parsed, Rejection> {
         let body = req.body();
-        let items = items(&body).ok_or_else(|| malformed("not a notification with items"))?;
+        let items = items(&body).or_malformed("not a notification with items")?;
         let expected = req.setting("merchant_account");
         let mut events = Vec::with_capacity(items.len());
         for (i, (item, fields)) in items.iter().enumerate() {

@@ -24,10 +24,10 @@
 //! interaction answered later through its callback endpoint (within 3 s, by whoever consumes the
 //! event); Webhook Events are documented with 204, and 202 is another 2xx.
 
-use wharf_adapter_sdk::prelude::*;
+use wharf_adapter_sdk::*;
 
 struct Discord;
-wharf_adapter_sdk::export_adapter!(Discord);
+export!(Discord);
 
 const SIGNATURE: &str = "x-signature-ed25519";
 const TIMESTAMP: &str = "x-signature-timestamp";
@@ -52,64 +52,55 @@ fn interaction_type(n: i64) -> String {
     format!("interaction.{name}")
 }
 
-impl Guest for Discord {
+impl Adapter for Discord {
     fn describe() -> Description {
-        let d = Description::new("discord", "0.1.0", Algorithm::Ed25519)
+        Description::new(Algorithm::Ed25519)
             .public_key_encoding(PublicKeyEncoding::Hex)
-            .tolerance(900, 300);
-        Description {
-            acknowledgement: Some(Answer {
-                status: 202,
-                content_type: "text/plain".into(),
-                body: Vec::new(),
-            }),
-            ..d
-        }
+            .tolerance(900, 300)
+            .acknowledgement(Answer::new("text/plain", Vec::new()).status(202))
     }
 
     fn prepare(req: &Request) -> Result<Prepared, Rejection> {
         let signature = signature_header(req, SIGNATURE)?;
         let timestamp = signature_header(req, TIMESTAMP)?;
-        let unix = parse_unix_timestamp(&timestamp)
-            .ok_or_else(|| invalid("timestamp is not an integer"))?;
+        let unix = parse_unix_timestamp(&timestamp).or_invalid("timestamp is not an integer")?;
         let signature = hex_decode(&signature)
             .filter(|s| s.len() == ED25519_SIGNATURE_BYTES)
-            .ok_or_else(|| invalid("signature is not 64 bytes of hex"))?;
+            .or_invalid("signature is not 64 bytes of hex")?;
         let message = vec![Part::Literal(timestamp), Part::RawBody];
-        Ok(check(Algorithm::Ed25519, message, vec![signature]).timestamped(unix))
+        Ok(ed25519(message, vec![signature]).timestamped(unix))
     }
 
     fn parse(req: &Request) -> Result<Parsed, Rejection> {
-        let paths: &[&[&str]] = &[
-            &["type"],
-            &["id"],
-            &["event", "type"],
-            &["event", "timestamp"],
-            &["event", "data", "id"],
-            &["event", "data", "user", "id"],
-        ];
-        let body =
-            parse_json_paths(&req.body(), paths).ok_or_else(|| malformed("body is not JSON"))?;
-        let kind = i64_at(&body, &["type"]).ok_or_else(|| malformed("missing type"))?;
+        let [
+            kind,
+            interaction_id,
+            event_type,
+            timestamp,
+            data_id,
+            user_id,
+        ] = req.json([
+            "type",
+            "id",
+            "event.type",
+            "event.timestamp",
+            "event.data.id",
+            "event.data.user.id",
+        ])?;
+        let kind = kind.i64().or_malformed("missing type")?;
         // Only a Webhook Event has `event`; its PING (type 0) has none.
-        if at(&body, &["event", "type"]).is_some() || at(&body, &["event", "timestamp"]).is_some() {
-            let event_type = required_str(&body, &["event", "type"])?;
-            let timestamp = required_str(&body, &["event", "timestamp"])?;
-            let object = str_at(&body, &["event", "data", "id"])
-                .or_else(|| str_at(&body, &["event", "data", "user", "id"]));
+        if event_type.value().is_some() || timestamp.value().is_some() {
+            let event_type = event_type.required_str()?;
+            let timestamp = timestamp.required_str()?;
+            let object = data_id.str().or_else(|| user_id.str());
             let id = format!("{event_type}:{timestamp}:{}", object.unwrap_or(""));
             return Ok(event(id, event_type).object(object).into());
         }
         match kind {
-            0 => Ok(Handshake {
-                status: 204,
-                content_type: "text/plain".into(),
-                body: Vec::new(),
-            }
-            .into()),
+            0 => Ok(Handshake::new("text/plain", Vec::new()).status(204).into()),
             1 => Ok(Handshake::literal("application/json", &b"{\"type\":1}"[..]).into()),
             n => {
-                let id = required_str(&body, &["id"])?;
+                let id = interaction_id.required_str()?;
                 Ok(event(id, interaction_type(n))
                     .created_at(snowflake_unix(id))
                     .into())

@@ -3,23 +3,19 @@
 //! The delivery GUID (`X-GitHub-Delivery`) is kept on redelivery, so it is the dedup key.
 //! The body is not interpreted: it may be form-encoded, and the event type is a header.
 
-use wharf_adapter_sdk::prelude::*;
+use wharf_adapter_sdk::*;
 
 struct GitHub;
-wharf_adapter_sdk::export_adapter!(GitHub);
+export!(GitHub);
 
-impl Guest for GitHub {
+impl Adapter for GitHub {
     fn describe() -> Description {
-        Description::new("github", "0.1.0", Algorithm::HmacSha256)
+        Description::new(Algorithm::HmacSha256)
     }
 
     fn prepare(req: &Request) -> Result<Prepared, Rejection> {
-        let header = signature_header(req, "x-hub-signature-256")?;
-        let hex = header
-            .strip_prefix(b"sha256=")
-            .ok_or_else(|| invalid("expected sha256="))?;
-        let signature = hex_decode(hex).ok_or_else(|| invalid("signature is not hex"))?;
-        Ok(check(Algorithm::HmacSha256, vec![Part::RawBody], vec![signature]).into())
+        let signature = prefixed_hex(req, "x-hub-signature-256", "sha256=")?;
+        Ok(hmac_sha256(vec![Part::RawBody], vec![signature]).into())
     }
 
     fn parse(req: &Request) -> Result<Parsed, Rejection> {

@@ -16,14 +16,14 @@
 //! it is not documented as stable across retries. Type: `X-Gitlab-Event` (`Push Hook`), else the
 //! body's `object_kind` (custom templates may drop both, then 400).
 
-use wharf_adapter_sdk::prelude::*;
+use wharf_adapter_sdk::*;
 
 struct GitLab;
-wharf_adapter_sdk::export_adapter!(GitLab);
+export!(GitLab);
 
-impl Guest for GitLab {
+impl Adapter for GitLab {
     fn describe() -> Description {
-        Description::new("gitlab", "0.1.0", Algorithm::Token)
+        Description::new(Algorithm::Token)
     }
 
     fn prepare(req: &Request) -> Result<Prepared, Rejection> {
@@ -40,9 +40,9 @@ impl Guest for GitLab {
             required_header(req, "idempotency-key")?
         };
         let event_type = if req.header_values("x-gitlab-event").is_empty() {
-            let json = parse_json_paths(&req.body(), &[&["object_kind"]])
-                .ok_or_else(|| malformed("no X-Gitlab-Event and the body is not JSON"))?;
-            required_str(&json, &["object_kind"])?.to_owned()
+            let [kind] = json_fields(&req.body(), ["object_kind"])
+                .or_malformed("no X-Gitlab-Event and the body is not JSON")?;
+            kind.required_str()?.to_owned()
         } else {
             required_header(req, "x-gitlab-event")?
         };

@@ -29,10 +29,10 @@
 //! Each event's payload is the whole batch body (no per-item spans yet): consumers select
 //! their item by the event id.
 
-use wharf_adapter_sdk::prelude::*;
+use wharf_adapter_sdk::*;
 
 struct Meta;
-wharf_adapter_sdk::export_adapter!(Meta);
+export!(Meta);
 
 /// Longest `hub.challenge` echoed back.
 const MAX_CHALLENGE_BYTES: usize = 128;
@@ -109,10 +109,8 @@ fn messenger(item: &Value, events: &mut Vec<Envelope>) -> bool {
 }
 
 fn parse_batch(body: &[u8]) -> Result<Parsed, Rejection> {
-    let json = parse_json(body).ok_or_else(|| malformed("body is not JSON"))?;
-    let entries = at(&json, &["entry"])
-        .and_then(Value::as_array)
-        .ok_or_else(|| malformed("missing entry[]"))?;
+    let json = parse_json(body).or_malformed("body is not JSON")?;
+    let entries = (json.get("entry").and_then(Value::as_array)).or_malformed("missing entry[]")?;
     let mut events = Vec::new();
     let mut unknown = false;
     for entry in entries {
@@ -139,39 +137,35 @@ fn parse_batch(body: &[u8]) -> Result<Parsed, Rejection> {
     Ok(events.into())
 }
 
-impl Guest for Meta {
+impl Adapter for Meta {
     fn describe() -> Description {
-        Description::new("meta", "0.2.0", Algorithm::HmacSha256)
+        Description::new(Algorithm::HmacSha256)
             .also(Algorithm::Token)
             .serves_get()
     }
 
     fn prepare(req: &Request) -> Result<Prepared, Rejection> {
         if req.method() == Method::Get {
-            let pairs = query_pairs(req).ok_or_else(|| invalid("query is not a valid form"))?;
+            let pairs = query_pairs(req).or_invalid("query is not a valid form")?;
             if single(&pairs, "hub.mode") != Some("subscribe") {
                 return Err(invalid("hub.mode is not subscribe"));
             }
             let token = single(&pairs, "hub.verify_token")
-                .ok_or_else(|| invalid("missing, empty or repeated hub.verify_token"))?;
+                .or_invalid("missing, empty or repeated hub.verify_token")?;
             return Ok(token_check(vec![token.as_bytes().to_vec()])
                 .key("verify-token")
                 .into());
         }
-        let header = signature_header(req, "x-hub-signature-256")?;
-        let hex = header
-            .strip_prefix(b"sha256=")
-            .ok_or_else(|| invalid("expected sha256="))?;
-        let signature = hex_decode(hex).ok_or_else(|| invalid("signature is not hex"))?;
-        Ok(check(Algorithm::HmacSha256, vec![Part::RawBody], vec![signature]).into())
+        let signature = prefixed_hex(req, "x-hub-signature-256", "sha256=")?;
+        Ok(hmac_sha256(vec![Part::RawBody], vec![signature]).into())
     }
 
     fn parse(req: &Request) -> Result<Parsed, Rejection> {
         if req.method() == Method::Get {
-            let pairs = query_pairs(req).ok_or_else(|| malformed("query is not a valid form"))?;
+            let pairs = query_pairs(req).or_malformed("query is not a valid form")?;
             let challenge = single(&pairs, "hub.challenge")
                 .filter(|c| short_token(c))
-                .ok_or_else(|| malformed("hub.challenge missing, repeated or not a short token"))?;
+                .or_malformed("hub.challenge missing, repeated or not a short token")?;
             return Ok(Handshake::literal("text/plain", challenge).into());
         }
         parse_batch(&req.body())

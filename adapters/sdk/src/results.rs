@@ -1,24 +1,21 @@
 //! What `describe`, `prepare` and `parse` return: constructors, so an adapter names only the
-//! fields it sets (everything left out is empty: `None`, no event types), rejections, and
-//! readers that reject with the kind their stage calls for.
+//! fields it sets (everything left out is empty: `None`, no event types).
 
-use crate::bindings::wharf::adapter::types::{
+use crate::decode::prefix_before_body;
+use crate::{
     Algorithm, Answer, AnswerPart, Check, Description, Envelope, Handshake, ObjectVersion,
-    Ordering, Parsed, Part, Prepared, PublicKeyEncoding, Rejection, RejectionKind, Request,
-    SecretEncoding, Span, Tolerance,
-};
-use crate::decode::{
-    Value, form_pairs, hex_decode, parse_unix_timestamp, prefix_before_body, str_at, utf8_nonempty,
+    Ordering, Parsed, Part, Prepared, PublicKeyEncoding, SecretEncoding, Span, Tolerance,
 };
 
 impl Description {
     /// Checks of `algorithm` only, any event type, no body limit of its own, the secret's
     /// UTF-8 bytes as the key (`Raw`), no signed timestamp, no ordering, POST only, the host's
-    /// JSON acknowledgement.
-    pub fn new(name: impl Into<String>, version: impl Into<String>, algorithm: Algorithm) -> Self {
+    /// JSON acknowledgement; named and versioned by [`export!`](crate::export) after the
+    /// adapter's package unless [`name`](Self::name) or [`version`](Self::version) says otherwise.
+    pub fn new(algorithm: Algorithm) -> Self {
         Self {
-            name: name.into(),
-            version: version.into(),
+            name: String::new(),
+            version: String::new(),
             event_types: Vec::new(),
             max_body_bytes: None,
             algorithms: vec![algorithm],
@@ -29,6 +26,18 @@ impl Description {
             serves_get: false,
             acknowledgement: None,
         }
+    }
+
+    /// A name other than the package's: what endpoints refer to and the built file is called.
+    pub fn name(self, name: impl Into<String>) -> Self {
+        let name = name.into();
+        Self { name, ..self }
+    }
+
+    /// A version other than the package's, logged with every request the adapter serves.
+    pub fn version(self, version: impl Into<String>) -> Self {
+        let version = version.into();
+        Self { version, ..self }
     }
 
     /// Another algorithm this adapter's checks may name (Standard Webhooks: HMAC and Ed25519).
@@ -54,12 +63,8 @@ impl Description {
     }
 
     /// Exact bytes to answer an accepted or duplicate request with (Adyen: `[accepted]`).
-    pub fn acknowledgement(self, content_type: &str, body: &[u8]) -> Self {
-        let acknowledgement = Some(Answer {
-            status: 200,
-            content_type: content_type.into(),
-            body: body.to_vec(),
-        });
+    pub fn acknowledgement(self, answer: Answer) -> Self {
+        let acknowledgement = Some(answer);
         Self {
             acknowledgement,
             ..self
@@ -105,24 +110,35 @@ impl Description {
     }
 }
 
-/// One signature check under the endpoint's `secret`: the signed `message` and the candidate
-/// signatures, decoded to bytes.
-pub fn check(algorithm: Algorithm, message: Vec<Part>, signatures: Vec<Vec<u8>>) -> Check {
-    Check {
-        algorithm,
-        key: None,
-        message,
-        signatures,
-        body_sha256_param: None,
+impl Answer {
+    /// A 200 answer of fixed bytes.
+    pub fn new(content_type: &str, body: impl Into<Vec<u8>>) -> Self {
+        Self {
+            status: 200,
+            content_type: content_type.into(),
+            body: body.into(),
+        }
+    }
+
+    /// Another 2xx status.
+    pub fn status(self, status: u16) -> Self {
+        Self { status, ..self }
     }
 }
 
-/// A shared-token check: passes when one of `tokens` equals the secret (compared by the host).
-pub fn token_check(tokens: Vec<Vec<u8>>) -> Check {
-    check(Algorithm::Token, Vec::new(), tokens)
-}
-
 impl Check {
+    /// One check under the endpoint's `secret`: the signed `message` and the candidate
+    /// signatures, decoded to bytes. The shorthands below name the algorithm for you.
+    pub fn new(algorithm: Algorithm, message: Vec<Part>, signatures: Vec<Vec<u8>>) -> Self {
+        Self {
+            algorithm,
+            key: None,
+            message,
+            signatures,
+            body_sha256_param: None,
+        }
+    }
+
     /// Verified under the endpoint's `secrets.<name>` instead of its `secret`.
     pub fn key(self, name: &str) -> Self {
         Self {
@@ -141,9 +157,63 @@ impl Check {
 
     /// This check alone, with the signed timestamp (Unix seconds) the host checks freshness of.
     pub fn timestamped(self, unix: i64) -> Prepared {
-        Prepared {
-            checks: vec![self],
+        Prepared::from(self).timestamped(unix)
+    }
+}
+
+/// An HMAC-SHA256 check of `message` under the endpoint's secret.
+pub fn hmac_sha256(message: Vec<Part>, signatures: Vec<Vec<u8>>) -> Check {
+    Check::new(Algorithm::HmacSha256, message, signatures)
+}
+
+/// An HMAC-SHA1 check of `message` under the endpoint's secret.
+pub fn hmac_sha1(message: Vec<Part>, signatures: Vec<Vec<u8>>) -> Check {
+    Check::new(Algorithm::HmacSha1, message, signatures)
+}
+
+/// An HMAC-SHA512 check of `message` under the endpoint's secret.
+pub fn hmac_sha512(message: Vec<Part>, signatures: Vec<Vec<u8>>) -> Check {
+    Check::new(Algorithm::HmacSha512, message, signatures)
+}
+
+/// An Ed25519 check of `message` under the endpoint's public key.
+pub fn ed25519(message: Vec<Part>, signatures: Vec<Vec<u8>>) -> Check {
+    Check::new(Algorithm::Ed25519, message, signatures)
+}
+
+/// An ECDSA P-256 (SHA-256) check of `message` under the endpoint's public key.
+pub fn ecdsa_p256_sha256(message: Vec<Part>, signatures: Vec<Vec<u8>>) -> Check {
+    Check::new(Algorithm::EcdsaP256Sha256, message, signatures)
+}
+
+/// A shared-token check: passes when one of `tokens` equals the secret (compared by the host).
+pub fn token_check(tokens: Vec<Vec<u8>>) -> Check {
+    Check::new(Algorithm::Token, Vec::new(), tokens)
+}
+
+/// The signed message `piece SEP piece SEP ... body`: literals, then the raw body by
+/// reference (never copied back to the host).
+pub fn pieces_then_body(pieces: &[&[u8]], sep: u8) -> Vec<Part> {
+    vec![
+        Part::Literal(prefix_before_body(pieces, sep)),
+        Part::RawBody,
+    ]
+}
+
+impl Prepared {
+    /// Checks that must all pass where they apply, for a scheme that signs no timestamp.
+    pub fn new(checks: Vec<Check>) -> Self {
+        Self {
+            checks,
+            timestamp: None,
+        }
+    }
+
+    /// With the signed timestamp (Unix seconds) the host checks freshness of.
+    pub fn timestamped(self, unix: i64) -> Self {
+        Self {
             timestamp: Some(unix),
+            ..self
         }
     }
 }
@@ -151,10 +221,7 @@ impl Check {
 /// This check alone, for a scheme that signs no timestamp.
 impl From<Check> for Prepared {
     fn from(check: Check) -> Self {
-        Self {
-            checks: vec![check],
-            timestamp: None,
-        }
+        Self::new(vec![check])
     }
 }
 
@@ -193,6 +260,14 @@ impl Envelope {
         Self { created_at, ..self }
     }
 
+    /// When the provider created the event (Unix seconds), which also orders the events of
+    /// its object (`ObjectVersion::CreatedAt`, for `Ordering::CreatedAt`).
+    pub fn created(self, unix: impl Into<Option<i64>>) -> Self {
+        let unix = unix.into();
+        self.version(unix.map(ObjectVersion::CreatedAt))
+            .created_at(unix)
+    }
+
     pub fn route<'a>(self, route: impl Into<Option<&'a str>>) -> Self {
         let route = route.into().map(Into::into);
         Self { route, ..self }
@@ -215,6 +290,13 @@ impl Envelope {
     }
 }
 
+/// One event.
+impl From<Envelope> for Parsed {
+    fn from(event: Envelope) -> Self {
+        Self::Events(vec![event])
+    }
+}
+
 /// Several events, accepted together or not at all.
 impl From<Vec<Envelope>> for Parsed {
     fn from(events: Vec<Envelope>) -> Self {
@@ -223,13 +305,23 @@ impl From<Vec<Envelope>> for Parsed {
 }
 
 impl Handshake {
-    /// A 200 answer of fixed bytes.
-    pub fn literal(content_type: &str, body: impl Into<Vec<u8>>) -> Self {
+    /// A 200 answer of these parts (fixed bytes, or a MAC the host computes).
+    pub fn new(content_type: &str, body: Vec<AnswerPart>) -> Self {
         Self {
             status: 200,
             content_type: content_type.into(),
-            body: vec![AnswerPart::Literal(body.into())],
+            body,
         }
+    }
+
+    /// A 200 answer of fixed bytes.
+    pub fn literal(content_type: &str, body: impl Into<Vec<u8>>) -> Self {
+        Self::new(content_type, vec![AnswerPart::Literal(body.into())])
+    }
+
+    /// Another 2xx status.
+    pub fn status(self, status: u16) -> Self {
+        Self { status, ..self }
     }
 }
 
@@ -247,99 +339,14 @@ pub fn span(start: usize, end: usize) -> Span {
     }
 }
 
-/// One event.
-impl From<Envelope> for Parsed {
-    fn from(event: Envelope) -> Self {
-        Self::Events(vec![event])
-    }
-}
-
-fn rejection(kind: RejectionKind, detail: impl Into<String>) -> Rejection {
-    Rejection {
-        kind,
-        detail: detail.into(),
-    }
-}
-
-/// 401 `invalid_signature`: for anything wrong before verification.
-pub fn invalid(detail: impl Into<String>) -> Rejection {
-    rejection(RejectionKind::InvalidSignature, detail)
-}
-
-/// 400 `malformed`: a verified body whose envelope cannot be read.
-pub fn malformed(detail: impl Into<String>) -> Rejection {
-    rejection(RejectionKind::Malformed, detail)
-}
-
-/// 422 `unsupported_event_type` (or ignored, per endpoint).
-pub fn unsupported(detail: impl Into<String>) -> Rejection {
-    rejection(RejectionKind::UnsupportedEventType, detail)
-}
-
-/// The signed message `piece SEP piece SEP ... body`: literals, then the raw body by
-/// reference (never copied back to the host).
-pub fn pieces_then_body(pieces: &[&[u8]], sep: u8) -> Vec<Part> {
-    vec![
-        Part::Literal(prefix_before_body(pieces, sep)),
-        Part::RawBody,
-    ]
-}
-
-/// The `v0` scheme Slack and Zoom share: `<signature_header>: v0=<hex>`, the HMAC-SHA256 of
-/// `v0:<timestamp>:<raw body>`, the timestamp in `<timestamp_header>`.
-pub fn v0_hmac_sha256(
-    req: &Request,
-    signature_header_name: &str,
-    timestamp_header: &str,
-) -> Result<Prepared, Rejection> {
-    let timestamp = signature_header(req, timestamp_header)?;
-    let unix =
-        parse_unix_timestamp(&timestamp).ok_or_else(|| invalid("timestamp is not an integer"))?;
-    let header = signature_header(req, signature_header_name)?;
-    let hex = header
-        .strip_prefix(b"v0=")
-        .ok_or_else(|| invalid("expected v0="))?;
-    let signature = hex_decode(hex).ok_or_else(|| invalid("signature is not hex"))?;
-    let message = pieces_then_body(&[b"v0", &timestamp], b':');
-    Ok(check(Algorithm::HmacSha256, message, vec![signature]).timestamped(unix))
-}
-
-/// A header present exactly once and non-empty; missing, empty or repeated is 401.
-pub fn signature_header(req: &Request, name: &str) -> Result<Vec<u8>, Rejection> {
-    req.header(name)
-        .filter(|v| !v.is_empty())
-        .ok_or_else(|| invalid(format!("missing, empty or repeated {name}")))
-}
-
-/// The request's query parameters, decoded, in order; empty without a query string, `None`
-/// when it is not a valid form.
-pub fn query_pairs(req: &Request) -> Option<Vec<(String, String)>> {
-    form_pairs(req.query().unwrap_or_default().as_bytes())
-}
-
-/// After verification, a header carrying part of the event (its id or type): present once
-/// and non-empty UTF-8, else 400.
-pub fn required_header(req: &Request, name: &str) -> Result<String, Rejection> {
-    req.header(name)
-        .and_then(utf8_nonempty)
-        .ok_or_else(|| malformed(format!("missing or repeated {name}")))
-}
-
-/// The non-empty string at `path` of a verified body, else 400.
-pub fn required_str<'a>(json: &'a Value, path: &[&str]) -> Result<&'a str, Rejection> {
-    str_at(json, path)
-        .filter(|v| !v.is_empty())
-        .ok_or_else(|| malformed(format!("missing {}", path.join("."))))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn descriptions_default_to_empty() {
-        let d = Description::new("acme", "0.1.0", Algorithm::HmacSha1);
-        assert_eq!((d.name.as_str(), d.version.as_str()), ("acme", "0.1.0"));
+        let d = Description::new(Algorithm::HmacSha1);
+        assert_eq!((d.name.as_str(), d.version.as_str()), ("", ""));
         assert!(d.event_types.is_empty() && d.max_body_bytes.is_none() && d.tolerance.is_none());
         assert!(matches!(d.algorithms[..], [Algorithm::HmacSha1]));
         assert!(!d.serves_get && d.acknowledgement.is_none() && d.public_key_encoding.is_none());
@@ -350,7 +357,8 @@ mod tests {
             .tolerance(300, 60)
             .ordering(Ordering::Sequence)
             .event_types(["order.*"])
-            .max_body_bytes(1024);
+            .max_body_bytes(1024)
+            .acknowledgement(Answer::new("text/plain", "").status(202));
         let t = d.tolerance.unwrap();
         assert_eq!((t.past_secs, t.future_secs), (300, 60));
         assert!(matches!(d.secret_encoding, SecretEncoding::Hex));
@@ -359,6 +367,9 @@ mod tests {
             (d.event_types, d.max_body_bytes),
             (vec!["order.*".into()], Some(1024))
         );
+        let ack = d.acknowledgement.unwrap();
+        assert_eq!((ack.status, ack.content_type.as_str()), (202, "text/plain"));
+        assert!(ack.body.is_empty());
     }
 
     #[test]
@@ -383,43 +394,59 @@ mod tests {
         };
         assert_eq!(events.len(), 1);
         assert_eq!(events[0].object_id, None);
+        let e = event("evt_1", "x").created(17);
+        assert!(matches!(
+            e.object_version,
+            Some(ObjectVersion::CreatedAt(17))
+        ));
+        assert_eq!(e.created_at, Some(17));
+        let e = event("evt_1", "x").created(None);
+        assert!(e.object_version.is_none() && e.created_at.is_none());
     }
 
     #[test]
-    fn checks_and_rejections() {
+    fn checks_carry_their_algorithm() {
         let message = pieces_then_body(&[b"msg_1", b"17"], b'.');
         assert!(
             matches!(&message[..], [Part::Literal(l), Part::RawBody] if l == b"msg_1.17."),
             "{message:?}"
         );
-        let prepared = check(Algorithm::HmacSha256, message, vec![vec![1]]).timestamped(17);
+        let prepared = hmac_sha256(message, vec![vec![1]]).timestamped(17);
         assert_eq!((prepared.checks.len(), prepared.timestamp), (1, Some(17)));
-        let prepared = Prepared::from(check(
-            Algorithm::HmacSha1,
-            vec![Part::RawBody],
-            vec![vec![1]],
+        assert!(matches!(
+            prepared.checks[0].algorithm,
+            Algorithm::HmacSha256
         ));
+        let prepared = Prepared::from(hmac_sha1(vec![Part::RawBody], vec![vec![1]]));
         assert_eq!(prepared.checks[0].signatures, [[1]]);
         assert_eq!(prepared.timestamp, None);
-
-        let r = invalid("missing t");
-        assert!(matches!(r.kind, RejectionKind::InvalidSignature));
-        assert_eq!(r.detail, "missing t");
-        assert!(matches!(malformed("x").kind, RejectionKind::Malformed));
-        assert!(matches!(
-            unsupported("x").kind,
-            RejectionKind::UnsupportedEventType
-        ));
+        for (check, algorithm) in [
+            (hmac_sha512(vec![], vec![]), Algorithm::HmacSha512),
+            (ed25519(vec![], vec![]), Algorithm::Ed25519),
+            (
+                ecdsa_p256_sha256(vec![], vec![]),
+                Algorithm::EcdsaP256Sha256,
+            ),
+            (token_check(vec![]), Algorithm::Token),
+        ] {
+            assert_eq!(check.algorithm, algorithm);
+            assert!(check.key.is_none() && check.body_sha256_param.is_none());
+        }
+        let prepared = Prepared::new(vec![token_check(vec![]).key("verify-token")]);
+        assert_eq!(prepared.checks[0].key.as_deref(), Some("verify-token"));
+        assert_eq!(prepared.timestamped(5).timestamp, Some(5));
     }
 
     #[test]
-    fn required_strings() {
-        let json = crate::parse_json(br#"{"id":"evt_1","empty":"","data":{"n":1}}"#).unwrap();
-        assert_eq!(required_str(&json, &["id"]).unwrap(), "evt_1");
-        for path in [&["empty"][..], &["data", "n"], &["data", "id"]] {
-            let r = required_str(&json, path).unwrap_err();
-            assert!(matches!(r.kind, RejectionKind::Malformed));
-            assert_eq!(r.detail, format!("missing {}", path.join(".")));
-        }
+    fn handshakes() {
+        let h = Handshake::literal("application/json", "{}");
+        assert_eq!(
+            (h.status, h.content_type.as_str()),
+            (200, "application/json")
+        );
+        assert!(matches!(&h.body[..], [AnswerPart::Literal(b)] if b == b"{}"));
+        let h = Handshake::new("text/plain", Vec::new()).status(204);
+        assert!(h.status == 204 && h.body.is_empty());
+        assert!(matches!(Parsed::from(h), Parsed::Handshake(_)));
     }
 }

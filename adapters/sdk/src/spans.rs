@@ -9,7 +9,7 @@
 use serde::de::{Deserializer as _, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
-use crate::bindings::wharf::adapter::types::Span;
+use crate::Span;
 
 /// A JSON value of the body: its exact text and where that text lies.
 #[derive(Clone, Copy, Debug)]

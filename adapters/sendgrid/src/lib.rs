@@ -18,10 +18,10 @@
 //!   (every `sg_event_id` is already stored); the window bounds replays beyond that. An operator
 //!   who confirms re-signing may narrow it per endpoint (`tolerance_secs`).
 
-use wharf_adapter_sdk::prelude::*;
+use wharf_adapter_sdk::*;
 
 struct SendGrid;
-wharf_adapter_sdk::export_adapter!(SendGrid);
+export!(SendGrid);
 
 const TIMESTAMP: &str = "x-twilio-email-event-webhook-timestamp";
 const SIGNATURE: &str = "x-twilio-email-event-webhook-signature";
@@ -46,9 +46,9 @@ fn is_der_signature(sig: &[u8]) -> bool {
         .unwrap_or(false)
 }
 
-impl Guest for SendGrid {
+impl Adapter for SendGrid {
     fn describe() -> Description {
-        Description::new("sendgrid", "0.1.0", Algorithm::EcdsaP256Sha256)
+        Description::new(Algorithm::EcdsaP256Sha256)
             .public_key_encoding(PublicKeyEncoding::SpkiDerBase64)
             .tolerance(25 * 3600, 300)
             .ordering(Ordering::CreatedAt)
@@ -56,25 +56,24 @@ impl Guest for SendGrid {
 
     fn prepare(req: &Request) -> Result<Prepared, Rejection> {
         let timestamp = signature_header(req, TIMESTAMP)?;
-        let unix = parse_unix_timestamp(&timestamp)
-            .ok_or_else(|| invalid("timestamp is not an integer"))?;
+        let unix = parse_unix_timestamp(&timestamp).or_invalid("timestamp is not an integer")?;
         let signature = base64_decode(&signature_header(req, SIGNATURE)?)
             .filter(|s| is_der_signature(s))
-            .ok_or_else(|| invalid("signature is not base64 DER"))?;
+            .or_invalid("signature is not base64 DER")?;
         let message = vec![Part::Literal(timestamp), Part::RawBody];
-        Ok(check(Algorithm::EcdsaP256Sha256, message, vec![signature]).timestamped(unix))
+        Ok(ecdsa_p256_sha256(message, vec![signature]).timestamped(unix))
     }
 
     fn parse(req: &Request) -> Result<Parsed, Rejection> {
         let body = req.body();
         let items = Located::root(&body)
             .and_then(|root| root.elements())
-            .ok_or_else(|| malformed("body is not a JSON array"))?;
+            .or_malformed("body is not a JSON array")?;
         let mut events = Vec::with_capacity(items.len());
         for item in items {
             let fields = item
                 .members()
-                .ok_or_else(|| malformed("event is not an object with distinct keys"))?;
+                .or_malformed("event is not an object with distinct keys")?;
             let id = fields.str("sg_event_id").filter(|s| !s.is_empty());
             let kind = fields.str("event").filter(|s| !s.is_empty());
             let (Some(id), Some(kind)) = (id, kind) else {
@@ -85,8 +84,7 @@ impl Guest for SendGrid {
             events.push(
                 event(id, kind)
                     .object(message_id.as_deref())
-                    .version(created.map(ObjectVersion::CreatedAt))
-                    .created_at(created)
+                    .created(created)
                     .span(item.span()),
             );
         }

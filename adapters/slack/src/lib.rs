@@ -12,10 +12,10 @@
 //!
 //! JSON or form is chosen by `Content-Type`, or by a leading `{` when there is none.
 
-use wharf_adapter_sdk::prelude::*;
+use wharf_adapter_sdk::*;
 
 struct Slack;
-wharf_adapter_sdk::export_adapter!(Slack);
+export!(Slack);
 
 /// An event whose id and type are both non-empty, else 400.
 fn checked_event(event_id: &str, event_type: &str) -> Result<Envelope, Rejection> {
@@ -25,51 +25,46 @@ fn checked_event(event_id: &str, event_type: &str) -> Result<Envelope, Rejection
     Ok(event(event_id, event_type))
 }
 
+/// The string at `field`, even empty: an empty type is unsupported, an empty challenge echoed.
+fn field(field: &Field) -> Result<&str, Rejection> {
+    (field.str()).ok_or_else(|| malformed(format!("missing {}", field.path())))
+}
+
 fn parse_events_api(body: &[u8]) -> Result<Parsed, Rejection> {
-    let json = parse_json_paths(
-        body,
-        &[
-            &["type"],
-            &["challenge"],
-            &["event_id"],
-            &["event", "type"],
-            &["event_time"],
-        ],
-    )
-    .ok_or_else(|| malformed("body is not JSON"))?;
-    let field = |path: &[&str]| {
-        str_at(&json, path).ok_or_else(|| malformed(format!("missing {}", path.join("."))))
-    };
-    match field(&["type"])? {
+    let paths = ["type", "challenge", "event_id", "event.type", "event_time"];
+    let [kind, challenge, event_id, event_type, event_time] =
+        json_fields(body, paths).or_malformed("body is not JSON")?;
+    match field(&kind)? {
         "url_verification" => {
             let mut answer = Value::Object(Default::default());
-            answer["challenge"] = field(&["challenge"])?.into();
+            answer["challenge"] = field(&challenge)?.into();
             Ok(Handshake::literal("application/json", answer.to_string()).into())
         }
         "event_callback" => {
-            let event = checked_event(field(&["event_id"])?, field(&["event", "type"])?)?;
-            Ok(event.created_at(i64_at(&json, &["event_time"])).into())
+            let event = checked_event(field(&event_id)?, field(&event_type)?)?;
+            Ok(event.created_at(event_time.i64()).into())
         }
         _ => Err(unsupported("Events API envelope type")),
     }
 }
 
 fn parse_form(body: &[u8]) -> Result<Parsed, Rejection> {
-    let pairs = form_pairs(body).ok_or_else(|| malformed("body is not a valid form"))?;
+    let pairs = form_pairs(body).or_malformed("body is not a valid form")?;
     let get = |name: &str| form_value(&pairs, name);
-    let trigger_id = get("trigger_id").ok_or_else(|| malformed("missing trigger_id"));
+    let trigger_id = get("trigger_id").or_malformed("missing trigger_id");
     if let Some(command) = get("command") {
         return Ok(checked_event(trigger_id?, command)?.into());
     }
-    let payload = get("payload").ok_or_else(|| malformed("neither command nor payload"))?;
-    let json = parse_json(payload.as_bytes()).ok_or_else(|| malformed("payload not JSON"))?;
-    let field = |key| str_at(&json, &[key]).ok_or_else(|| malformed("payload field"));
-    Ok(checked_event(field("trigger_id")?, field("type")?)?.into())
+    let payload = get("payload").or_malformed("neither command nor payload")?;
+    let [trigger_id, kind] =
+        json_fields(payload.as_bytes(), ["trigger_id", "type"]).or_malformed("payload not JSON")?;
+    let trigger_id = trigger_id.str().or_malformed("payload field")?;
+    Ok(checked_event(trigger_id, kind.str().or_malformed("payload field")?)?.into())
 }
 
-impl Guest for Slack {
+impl Adapter for Slack {
     fn describe() -> Description {
-        Description::new("slack", "0.1.0", Algorithm::HmacSha256).tolerance(300, 300)
+        Description::new(Algorithm::HmacSha256).tolerance(300, 300)
     }
 
     fn prepare(req: &Request) -> Result<Prepared, Rejection> {

@@ -15,14 +15,14 @@
 //! Events: id `event_id` (Square's idempotency value, the same on every retry), type `type`,
 //! object `data.id`, created-at and ordering from `created_at` (RFC 3339, to the second).
 
-use wharf_adapter_sdk::prelude::*;
+use wharf_adapter_sdk::*;
 
 struct Square;
-wharf_adapter_sdk::export_adapter!(Square);
+export!(Square);
 
-impl Guest for Square {
+impl Adapter for Square {
     fn describe() -> Description {
-        Description::new("square", "0.1.0", Algorithm::HmacSha256).ordering(Ordering::CreatedAt)
+        Description::new(Algorithm::HmacSha256).ordering(Ordering::CreatedAt)
     }
 
     fn prepare(req: &Request) -> Result<Prepared, Rejection> {
@@ -33,31 +33,19 @@ impl Guest for Square {
             ));
         }
         let signature = base64_decode(header.trim_ascii())
-            .ok_or_else(|| invalid("x-square-hmacsha256-signature is not base64"))?;
-        Ok(check(
-            Algorithm::HmacSha256,
-            vec![Part::Url, Part::RawBody],
-            vec![signature],
-        )
-        .into())
+            .or_invalid("x-square-hmacsha256-signature is not base64")?;
+        Ok(hmac_sha256(vec![Part::Url, Part::RawBody], vec![signature]).into())
     }
 
     fn parse(req: &Request) -> Result<Parsed, Rejection> {
-        let body = parse_json_paths(
-            &req.body(),
-            &[&["event_id"], &["type"], &["created_at"], &["data", "id"]],
-        )
-        .ok_or_else(|| malformed("body is not JSON"))?;
-        let created = str_at(&body, &["created_at"])
-            .map(|t| parse_rfc3339(t).ok_or_else(|| malformed("created_at is not RFC 3339")))
+        let [id, kind, created, object] =
+            req.json(["event_id", "type", "created_at", "data.id"])?;
+        let created = (created.str())
+            .map(|t| parse_rfc3339(t).or_malformed("created_at is not RFC 3339"))
             .transpose()?;
-        Ok(event(
-            required_str(&body, &["event_id"])?,
-            required_str(&body, &["type"])?,
-        )
-        .object(str_at(&body, &["data", "id"]))
-        .version(created.map(ObjectVersion::CreatedAt))
-        .created_at(created)
-        .into())
+        Ok(event(id.required_str()?, kind.required_str()?)
+            .object(object.str())
+            .created(created)
+            .into())
     }
 }

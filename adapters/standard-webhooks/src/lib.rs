@@ -12,10 +12,10 @@
 //! carrying only `v1` entries sent to an endpoint holding only public keys has no check that
 //! applies and is refused (401), as is a `v1a`-only request sent to an HMAC-only endpoint.
 
-use wharf_adapter_sdk::prelude::*;
+use wharf_adapter_sdk::*;
 
 struct StandardWebhooks;
-wharf_adapter_sdk::export_adapter!(StandardWebhooks);
+export!(StandardWebhooks);
 
 /// The host's bound on candidates per check.
 const MAX_V1: usize = 16;
@@ -34,9 +34,9 @@ fn scheme(req: &Request) -> &'static str {
     }
 }
 
-impl Guest for StandardWebhooks {
+impl Adapter for StandardWebhooks {
     fn describe() -> Description {
-        Description::new("standard-webhooks", "0.2.0", Algorithm::HmacSha256)
+        Description::new(Algorithm::HmacSha256)
             .also(Algorithm::Ed25519)
             .secret_encoding(SecretEncoding::WhsecBase64)
             .public_key_encoding(PublicKeyEncoding::WhpkBase64)
@@ -48,8 +48,7 @@ impl Guest for StandardWebhooks {
         let id = signature_header(req, &format!("{s}-id"))?;
         let timestamp = signature_header(req, &format!("{s}-timestamp"))?;
         let signature = signature_header(req, &format!("{s}-signature"))?;
-        let unix = parse_unix_timestamp(&timestamp)
-            .ok_or_else(|| invalid("timestamp is not an integer"))?;
+        let unix = parse_unix_timestamp(&timestamp).or_invalid("timestamp is not an integer")?;
         let (mut v1, mut v1a) = (Vec::new(), Vec::new());
         for entry in split_list(&signature, b' ') {
             match split_pair(entry, b',') {
@@ -67,29 +66,21 @@ impl Guest for StandardWebhooks {
         let message = pieces_then_body(&[&id, &timestamp], b'.');
         let mut checks = Vec::new();
         if !v1.is_empty() {
-            checks.push(check(Algorithm::HmacSha256, message.clone(), v1));
+            checks.push(hmac_sha256(message.clone(), v1));
         }
         if !v1a.is_empty() {
-            checks.push(check(Algorithm::Ed25519, message, v1a));
+            checks.push(ed25519(message, v1a));
         }
         if checks.is_empty() {
             return Err(invalid("no usable v1 or v1a signature"));
         }
-        Ok(Prepared {
-            checks,
-            timestamp: Some(unix),
-        })
+        Ok(Prepared::new(checks).timestamped(unix))
     }
 
     fn parse(req: &Request) -> Result<Parsed, Rejection> {
         let event_id = required_header(req, &format!("{}-id", scheme(req)))?;
-        let body = parse_json_paths(&req.body(), &[&["type"], &["data", "id"]])
-            .ok_or_else(|| malformed("body is not JSON"))?;
-        let event_type = str_at(&body, &["type"])
-            .filter(|t| !t.is_empty())
-            .unwrap_or("untyped");
-        Ok(event(event_id, event_type)
-            .object(str_at(&body, &["data", "id"]))
-            .into())
+        let [kind, object] = req.json(["type", "data.id"])?;
+        let event_type = kind.str().filter(|t| !t.is_empty()).unwrap_or("untyped");
+        Ok(event(event_id, event_type).object(object.str()).into())
     }
 }

@@ -34,10 +34,10 @@
 //! Voice and messaging webhooks read the answer as instructions (empty: do nothing more) and
 //! log an error for a JSON body; status callbacks and Event Streams ignore it.
 
-use wharf_adapter_sdk::prelude::*;
+use wharf_adapter_sdk::*;
 
 struct Twilio;
-wharf_adapter_sdk::export_adapter!(Twilio);
+export!(Twilio);
 
 const EMPTY_TWIML: &[u8] = b"<?xml version=\"1.0\" encoding=\"UTF-8\"?><Response></Response>";
 const BODY_DIGEST: &str = "bodySHA256";
@@ -66,11 +66,11 @@ fn algorithm(req: &Request) -> Result<Algorithm, Rejection> {
     }
 }
 
-impl Guest for Twilio {
+impl Adapter for Twilio {
     fn describe() -> Description {
-        Description::new("twilio", "0.1.0", Algorithm::HmacSha1)
+        Description::new(Algorithm::HmacSha1)
             .also(Algorithm::HmacSha256)
-            .acknowledgement("text/xml", EMPTY_TWIML)
+            .acknowledgement(Answer::new("text/xml", EMPTY_TWIML))
     }
 
     fn prepare(req: &Request) -> Result<Prepared, Rejection> {
@@ -80,11 +80,11 @@ impl Guest for Twilio {
                 "endpoint has no public_url: Twilio signs the webhook URL",
             ));
         }
-        let signature = base64_decode(header.trim_ascii())
-            .ok_or_else(|| invalid("x-twilio-signature is not base64"))?;
+        let signature =
+            base64_decode(header.trim_ascii()).or_invalid("x-twilio-signature is not base64")?;
         let algorithm = algorithm(req)?;
         if json_form(req) {
-            let check = check(algorithm, vec![Part::Url], vec![signature]);
+            let check = Check::new(algorithm, vec![Part::Url], vec![signature]);
             return Ok(check.body_sha256_param(BODY_DIGEST).into());
         }
         let content_type = req.header("content-type").unwrap_or_default();
@@ -95,7 +95,7 @@ impl Guest for Twilio {
             return Err(invalid("JSON body without bodySHA256 in the URL"));
         }
         let message = vec![Part::Url, Part::SortedFormParams];
-        Ok(check(algorithm, message, vec![signature]).into())
+        Ok(Check::new(algorithm, message, vec![signature]).into())
     }
 
     fn parse(req: &Request) -> Result<Parsed, Rejection> {
@@ -103,18 +103,13 @@ impl Guest for Twilio {
             .header("i-twilio-idempotency-token")
             .and_then(utf8_nonempty);
         if json_form(req) {
-            let body = parse_json_paths(&req.body(), &[&["id"], &["type"], &["time"]])
-                .ok_or_else(|| malformed("body is not JSON"))?;
-            let id = str_at(&body, &["id"]).filter(|id| !id.is_empty());
-            let id = id
-                .or(token.as_deref())
-                .ok_or_else(|| malformed("missing id"))?;
-            let time = str_at(&body, &["time"]).and_then(parse_rfc3339);
-            return Ok(event(id, required_str(&body, &["type"])?)
-                .created_at(time)
-                .into());
+            let [id, kind, time] = req.json(["id", "type", "time"])?;
+            let id = id.str().filter(|id| !id.is_empty());
+            let id = id.or(token.as_deref()).or_malformed("missing id")?;
+            let time = time.str().and_then(parse_rfc3339);
+            return Ok(event(id, kind.required_str()?).created_at(time).into());
         }
-        let pairs = form_pairs(&req.body()).ok_or_else(|| malformed("body is not a valid form"))?;
+        let pairs = form_pairs(&req.body()).or_malformed("body is not a valid form")?;
         let get = |name: &str| form_value(&pairs, name).filter(|v| !v.is_empty());
         let (kind, sid, status, sequence) = if let Some(sid) = get("MessageSid") {
             let status = get("MessageStatus").or(get("SmsStatus"));
@@ -135,9 +130,8 @@ impl Guest for Twilio {
                 .collect::<Vec<_>>()
                 .join(":")
         });
-        let id = token.or(signed_id).ok_or_else(|| {
-            malformed("no I-Twilio-Idempotency-Token and no MessageSid or CallSid")
-        })?;
+        let id = (token.or(signed_id))
+            .or_malformed("no I-Twilio-Idempotency-Token and no MessageSid or CallSid")?;
         Ok(event(id, event_type).object(sid).into())
     }
 }

@@ -15,18 +15,18 @@
 //! share it. A resend that changed any byte of the body would be stored as a new event.
 //! Object: `payload.object.uuid`, else `payload.object.id`; created-at: `event_ts` (ms) / 1000.
 
-use wharf_adapter_sdk::prelude::*;
+use wharf_adapter_sdk::*;
 
 struct Zoom;
-wharf_adapter_sdk::export_adapter!(Zoom);
+export!(Zoom);
 
 /// Longest `plainToken` echoed back.
 const MAX_PLAIN_TOKEN_BYTES: usize = 128;
 /// Longest `event` name put into an id (the id must stay within 255 bytes).
 const MAX_EVENT_BYTES: usize = 128;
 
-fn url_validation(json: &Value) -> Result<Parsed, Rejection> {
-    let token = required_str(json, &["payload", "plainToken"])?;
+fn url_validation(token: &Field) -> Result<Parsed, Rejection> {
+    let token = token.required_str()?;
     if token.len() > MAX_PLAIN_TOKEN_BYTES || token.chars().any(char::is_control) {
         return Err(malformed("plainToken is not a short token"));
     }
@@ -35,21 +35,17 @@ fn url_validation(json: &Value) -> Result<Parsed, Rejection> {
         r#"{{"plainToken":{},"encryptedToken":""#,
         Value::from(token)
     );
-    Ok(Handshake {
-        status: 200,
-        content_type: "application/json".into(),
-        body: vec![
-            AnswerPart::Literal(head.into_bytes()),
-            AnswerPart::HmacSha256Hex(token.as_bytes().to_vec()),
-            AnswerPart::Literal(br#""}"#.to_vec()),
-        ],
-    }
-    .into())
+    let body = vec![
+        AnswerPart::Literal(head.into_bytes()),
+        AnswerPart::HmacSha256Hex(token.as_bytes().to_vec()),
+        AnswerPart::Literal(br#""}"#.to_vec()),
+    ];
+    Ok(Handshake::new("application/json", body).into())
 }
 
-impl Guest for Zoom {
+impl Adapter for Zoom {
     fn describe() -> Description {
-        Description::new("zoom", "0.1.0", Algorithm::HmacSha256).tolerance(300, 300)
+        Description::new(Algorithm::HmacSha256).tolerance(300, 300)
     }
 
     fn prepare(req: &Request) -> Result<Prepared, Rejection> {
@@ -58,29 +54,27 @@ impl Guest for Zoom {
 
     fn parse(req: &Request) -> Result<Parsed, Rejection> {
         let body = req.body();
-        let json = parse_json_paths(
-            &body,
-            &[
-                &["event"],
-                &["event_ts"],
-                &["payload", "plainToken"],
-                &["payload", "object", "uuid"],
-                &["payload", "object", "id"],
-            ],
-        )
-        .ok_or_else(|| malformed("body is not JSON"))?;
-        let event_type = required_str(&json, &["event"])?;
+        let paths = [
+            "event",
+            "event_ts",
+            "payload.plainToken",
+            "payload.object.uuid",
+            "payload.object.id",
+        ];
+        let [event_type, event_ts, token, uuid, object_id] =
+            json_fields(&body, paths).or_malformed("body is not JSON")?;
+        let event_type = event_type.required_str()?;
         if event_type == "endpoint.url_validation" {
-            return url_validation(&json);
+            return url_validation(&token);
         }
         if event_type.len() > MAX_EVENT_BYTES {
             return Err(malformed("event name too long"));
         }
-        let event_ts = i64_at(&json, &["event_ts"]).ok_or_else(|| malformed("missing event_ts"))?;
+        let event_ts = event_ts.i64().or_malformed("missing event_ts")?;
         let id = format!("{event_type}:{event_ts}:{}", sha256_hex(&body));
-        let object = match at(&json, &["payload", "object", "uuid"]) {
+        let object = match uuid.value() {
             Some(Value::String(uuid)) if !uuid.is_empty() => Some(uuid.clone()),
-            _ => match at(&json, &["payload", "object", "id"]) {
+            _ => match object_id.value() {
                 Some(Value::String(id)) if !id.is_empty() => Some(id.clone()),
                 Some(Value::Number(id)) => Some(id.to_string()),
                 _ => None,

@@ -24,12 +24,12 @@
 //! instance has served (its own `prepare` and `parse` make 2 when each request has an instance
 //! of its own).
 
-use wharf_adapter_sdk::prelude::*;
+use wharf_adapter_sdk::*;
 
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 
 struct TestMisbehave;
-wharf_adapter_sdk::export_adapter!(TestMisbehave);
+export!(TestMisbehave);
 
 /// Export calls served by this instance: state that would leak if an instance were reused.
 static CALLS: AtomicU32 = AtomicU32::new(0);
@@ -70,7 +70,7 @@ fn signed(req: &Request, message: Vec<Part>) -> Prepared {
         .header("x-sig")
         .and_then(|v| hex_decode(&v))
         .unwrap_or_else(|| vec![0; 32]);
-    check(Algorithm::HmacSha256, message, vec![signature]).timestamped(timestamp(req))
+    hmac_sha256(message, vec![signature]).timestamped(timestamp(req))
 }
 
 fn timestamp(req: &Request) -> i64 {
@@ -79,9 +79,9 @@ fn timestamp(req: &Request) -> i64 {
         .unwrap_or(0)
 }
 
-impl Guest for TestMisbehave {
+impl Adapter for TestMisbehave {
     fn describe() -> Description {
-        Description::new("test-misbehave", "0.2.0", Algorithm::HmacSha256)
+        Description::new(Algorithm::HmacSha256)
             .also(Algorithm::Token)
             .tolerance(300, 300)
             .serves_get()
@@ -162,14 +162,11 @@ impl Guest for TestMisbehave {
         let mode = req.header("x-misbehave").unwrap_or_default();
         if mode == b"ack" {
             let challenge = req.header("x-challenge").unwrap_or_default();
-            return Ok(Parsed::Handshake(Handshake {
-                status: 200,
-                content_type: "text/plain".into(),
-                body: vec![
-                    AnswerPart::Literal(b"mac=".to_vec()),
-                    AnswerPart::HmacSha256Hex(challenge),
-                ],
-            }));
+            let body = vec![
+                AnswerPart::Literal(b"mac=".to_vec()),
+                AnswerPart::HmacSha256Hex(challenge),
+            ];
+            return Ok(Handshake::new("text/plain", body).into());
         }
         let mut event = event(event_id, "misbehave.test");
         if mode == b"items" && req.header("x-signed-by").is_some() {

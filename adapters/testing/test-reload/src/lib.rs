@@ -3,7 +3,7 @@
 //! in a copy of the built file: `reload-vNN` serves; `reload-tNN` panics in `prepare`, so its
 //! fixtures fail and it must never serve. Never deploy it.
 
-use wharf_adapter_sdk::prelude::*;
+use wharf_adapter_sdk::*;
 
 /// Exactly ten bytes, unique in the component: the test patches them in place.
 static VERSION: [u8; 10] = *b"reload-v00";
@@ -14,24 +14,20 @@ fn version() -> &'static [u8] {
 }
 
 struct TestReload;
-wharf_adapter_sdk::export_adapter!(TestReload);
+export!(TestReload);
 
-impl Guest for TestReload {
+impl Adapter for TestReload {
     fn describe() -> Description {
         let version = String::from_utf8_lossy(version());
-        Description::new("test-reload", version, Algorithm::HmacSha256)
+        Description::new(Algorithm::HmacSha256).version(version)
     }
 
     fn prepare(req: &Request) -> Result<Prepared, Rejection> {
         if version().starts_with(b"reload-t") {
             panic!("test-reload: this version traps");
         }
-        let header = signature_header(req, "x-hub-signature-256")?;
-        let hex = header
-            .strip_prefix(b"sha256=")
-            .ok_or_else(|| invalid("expected sha256="))?;
-        let signature = hex_decode(hex).ok_or_else(|| invalid("not hex"))?;
-        Ok(check(Algorithm::HmacSha256, vec![Part::RawBody], vec![signature]).into())
+        let signature = prefixed_hex(req, "x-hub-signature-256", "sha256=")?;
+        Ok(hmac_sha256(vec![Part::RawBody], vec![signature]).into())
     }
 
     fn parse(req: &Request) -> Result<Parsed, Rejection> {
