@@ -23,25 +23,30 @@ pub trait Adapter {
 macro_rules! export {
     ($adapter:ty) => {
         const _: () = {
-            struct Export;
-            impl $crate::__bindings::Guest for Export {
+            // A name of its own, so that the adapter's type may be called anything.
+            struct __WharfExport;
+            impl $crate::__bindings::Guest for __WharfExport {
                 fn describe() -> $crate::Description {
                     $crate::__packaged(
                         <$adapter as $crate::Adapter>::describe(),
-                        env!("CARGO_PKG_NAME"),
-                        env!("CARGO_PKG_VERSION"),
+                        ::core::env!("CARGO_PKG_NAME"),
+                        ::core::env!("CARGO_PKG_VERSION"),
                     )
                 }
                 fn prepare(
                     request: &$crate::Request,
-                ) -> Result<$crate::Prepared, $crate::Rejection> {
+                ) -> ::core::result::Result<$crate::Prepared, $crate::Rejection> {
                     <$adapter as $crate::Adapter>::prepare(request)
                 }
-                fn parse(request: &$crate::Request) -> Result<$crate::Parsed, $crate::Rejection> {
+                fn parse(
+                    request: &$crate::Request,
+                ) -> ::core::result::Result<$crate::Parsed, $crate::Rejection> {
                     <$adapter as $crate::Adapter>::parse(request)
                 }
             }
-    $crate::__bindings::export_adapter!(Export with_types_in $crate::__bindings);
+            $crate::__bindings::export_adapter! {
+                __WharfExport with_types_in $crate::__bindings
+            }
         };
     };
 }

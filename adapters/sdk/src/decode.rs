@@ -75,7 +75,7 @@ pub fn parse_json(body: &[u8]) -> Option<Value> {
 /// costs one pass and no allocation for what the adapter does not read. `None` exactly when
 /// [`parse_json`] would be `None`; for every one of `paths`, [`at`], [`str_at`] and [`i64_at`]
 /// on the result give what they give on `parse_json`'s.
-pub fn parse_json_paths(body: &[u8], paths: &[&[&str]]) -> Option<Value> {
+pub(crate) fn parse_json_paths(body: &[u8], paths: &[&[&str]]) -> Option<Value> {
     use serde::de::DeserializeSeed;
     // JSON is UTF-8 throughout, including the strings that are skipped unread.
     let text = std::str::from_utf8(body).ok()?;
