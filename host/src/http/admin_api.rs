@@ -69,7 +69,8 @@ pub fn admin_tokens(
             public_key: "tokens are `value`s",
             value: "value",
         },
-    )?;
+    )
+    .map_err(|e| e.to_string())?;
     for k in &keys {
         let printable = k.key.iter().all(|b| (0x21..=0x7e).contains(b));
         if !(MIN_TOKEN_BYTES..=MAX_TOKEN_BYTES).contains(&k.key.len()) || !printable {

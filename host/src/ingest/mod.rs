@@ -33,8 +33,9 @@ pub use pipeline::{
 pub use rate_limit::{LimitScope, Limited, RateLimits};
 pub use rows::{Acceptance, NewEvent, StoreError, StoredVersion, Submission, redact_db};
 pub use secrets::{
-    HostSecretUse, KeyEncodings, KeySet, KeySource, PublicKey, SECRETS_QUIET, SecretStore, Secrets,
-    SecretsError, TrustedKey, TrustedPublicKey, decode_key, decode_public_key, host_secret_values,
+    HostSecretError, HostSecretUse, InvalidSecrets, KeyEncodings, KeySet, KeySource, PublicKey,
+    SECRETS_QUIET, SecretStore, Secrets, SecretsError, SecretsFileError, TrustedKey,
+    TrustedPublicKey, decode_key, decode_public_key, host_secret_values,
 };
 pub use store::{MIGRATOR, Store};
 pub use verify::{

@@ -14,7 +14,9 @@ use super::admission::Admission;
 use super::error::IngestError;
 use super::rate_limit::RateLimits;
 use super::rows::{Acceptance, NewEvent, StoredVersion, Submission};
-use super::secrets::{KeyEncodings, KeySet, KeySource, SecretStore, SecretsError};
+use super::secrets::{
+    KeyEncodings, KeySet, KeySource, SecretStore, SecretsError, SecretsFileError,
+};
 use super::store::Store;
 use super::verify::{self, Inputs, VerifyError};
 use crate::adapter::{
@@ -169,7 +171,7 @@ impl Ingest {
     }
 
     /// Whether the secrets file was last read successfully.
-    pub fn secrets_readable(&self) -> Result<(), String> {
+    pub fn secrets_readable(&self) -> Result<(), SecretsFileError> {
         match &*self.secrets.current() {
             Ok(_) => Ok(()),
             Err(e) => Err(e.clone()),

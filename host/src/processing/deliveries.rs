@@ -337,8 +337,8 @@ impl DeliveryRelay {
                     "no secrets file loaded on this host to sign with set {set:?}"
                 ))
             })?;
-            let signed =
-                signing::sign(keys, set, id, p.clock.now(), body).map_err(Failure::Transient)?;
+            let signed = signing::sign(keys, set, id, p.clock.now(), body)
+                .map_err(|e| Failure::Transient(e.to_string()))?;
             headers.extend(signed);
         }
         Ok(headers)

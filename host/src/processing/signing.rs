@@ -22,7 +22,9 @@ use time::OffsetDateTime;
 
 use crate::adapter::KeyEncoding;
 use crate::config::Config;
-use crate::ingest::{HostSecretUse, KeyEncodings, KeySource, TrustedKey, host_secret_values};
+use crate::ingest::{
+    HostSecretError, HostSecretUse, KeyEncodings, KeySource, TrustedKey, host_secret_values,
+};
 
 pub const WEBHOOK_ID: HeaderName = HeaderName::from_static("webhook-id");
 pub const WEBHOOK_TIMESTAMP: HeaderName = HeaderName::from_static("webhook-timestamp");
@@ -34,13 +36,22 @@ const ENCODINGS: KeyEncodings = KeyEncodings {
     public_key: None,
 };
 
+/// Why an attempt cannot be signed (the set and version named, never a value).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SigningError {
+    #[error(transparent)]
+    Keys(#[from] HostSecretError),
+    #[error("webhook-id cannot be a header value")]
+    NotAHeaderValue,
+}
+
 /// The set's unexpired versions at `now`, newest first, or why it cannot sign (the set and
 /// version named, never a value).
 pub fn signing_keys(
     source: &dyn KeySource,
     set: &str,
     now: OffsetDateTime,
-) -> Result<Vec<TrustedKey>, String> {
+) -> Result<Vec<TrustedKey>, HostSecretError> {
     host_secret_values(
         source,
         set,
@@ -86,12 +97,11 @@ pub fn sign(
     id: &str,
     now: OffsetDateTime,
     body: &[u8],
-) -> Result<[(HeaderName, HeaderValue); 3], String> {
+) -> Result<[(HeaderName, HeaderValue); 3], SigningError> {
     let keys = signing_keys(source, set, now)?;
     let timestamp = now.unix_timestamp();
-    let value = |text: String| {
-        HeaderValue::try_from(text).map_err(|_| "webhook-id cannot be a header value".to_owned())
-    };
+    let value =
+        |text: String| HeaderValue::try_from(text).map_err(|_| SigningError::NotAHeaderValue);
     let mut signature = value(signature(&keys, id, timestamp, body))?;
     signature.set_sensitive(true);
     Ok([
@@ -166,7 +176,9 @@ mod tests {
                 "signing secret set \"plain\" version \"b\" is not a whsec_ base64 secret",
             ),
         ] {
-            let error = sign(&secrets, set, "id", now, b"{}").unwrap_err();
+            let error = sign(&secrets, set, "id", now, b"{}")
+                .unwrap_err()
+                .to_string();
             assert_eq!(error, expected);
             assert!(!error.contains("whsec_c2") && !error.contains("not base64"));
         }

@@ -1,0 +1,167 @@
+//! Batch items: after `parse`, each event of a batch signed per item lies around the slices
+//! the check it names signs.
+
+use super::contract::{ContractViolation, Coverage};
+use super::outcome::Passed;
+use crate::adapter::{Envelope, Part, Prepared};
+
+impl Passed {
+    /// Whether a check that applied signs the whole body (or none signs anything but tokens),
+    /// so events need not name their item's check.
+    fn body_covered(&self) -> bool {
+        let mut applied = self.coverage.iter().zip(&self.applied).filter(|(_, a)| **a);
+        applied.clone().any(|(c, _)| *c == Coverage::Whole)
+            || applied.all(|(c, _)| *c == Coverage::Token)
+    }
+}
+
+/// After `parse`: events lie inside the body, and when only per-item checks signed the body,
+/// every event names a check that applied and lies around every slice that check signs.
+pub fn check_items(
+    passed: &Passed,
+    prepared: &Prepared,
+    events: &[Envelope],
+    body_len: usize,
+) -> Result<(), ContractViolation> {
+    let covered = passed.body_covered();
+    for (n, event) in events.iter().enumerate() {
+        if let Some(s) = &event.span
+            && (s.start > s.end || s.end > body_len as u64)
+        {
+            return Err(ContractViolation::EventSpanOutsideBody(n));
+        }
+        let item = match event.signed_by {
+            None if covered => continue,
+            None => return Err(ContractViolation::ItemNotSigned(n)),
+            Some(i) => i as usize,
+        };
+        if passed.coverage.get(item) != Some(&Coverage::Items) || !passed.applied[item] {
+            return Err(ContractViolation::ItemNotSigned(n));
+        }
+        let span = event.span.ok_or(ContractViolation::ItemOutsideSpan(n))?;
+        let inside = prepared.checks[item].message.iter().all(|p| match p {
+            Part::BodySpan(s) | Part::BodyJsonString(s) => {
+                span.start <= s.start && s.end <= span.end
+            }
+            _ => true,
+        });
+        if !inside {
+            return Err(ContractViolation::ItemOutsideSpan(n));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use hmac::{Hmac, Mac};
+    use memchr::memmem;
+
+    use super::*;
+    use crate::adapter::Span;
+    use crate::ingest::verify::test_kit::*;
+    use crate::ingest::verify::{Coverage, VerifyError};
+
+    #[test]
+    fn batch_items_are_signed_slices_and_events_stay_inside_them() {
+        // Two items; each check signs "<id>:<value>" taken from its own item.
+        let body = br#"[{"id":"a\/1","v":10},{"id":"b","v":20}]"#;
+        let find = |needle: &[u8]| {
+            let at = memmem::find(body, needle).unwrap() as u64;
+            Span {
+                start: at,
+                end: at + needle.len() as u64,
+            }
+        };
+        let item = |id: &[u8], v: &[u8], whole: &[u8]| {
+            let (id, v) = (find(id), find(v));
+            (
+                vec![
+                    Part::BodyJsonString(id),
+                    Part::Literal(b":".to_vec()),
+                    Part::BodySpan(v),
+                ],
+                find(whole),
+            )
+        };
+        let (m1, s1) = item(br#""a\/1""#, b"10", br#"{"id":"a\/1","v":10}"#);
+        let (m2, s2) = item(br#""b""#, b"20", br#"{"id":"b","v":20}"#);
+        let key = b"adyen";
+        let sig = |plain: &[u8]| {
+            let mut m = <Hmac<sha2::Sha256> as Mac>::new_from_slice(key).unwrap();
+            m.update(plain);
+            m.finalize().into_bytes().to_vec()
+        };
+        let prepared = Prepared {
+            checks: vec![
+                hmac_check(m1, vec![sig(b"a/1:10")]),
+                hmac_check(m2, vec![sig(b"b:20")]),
+            ],
+            timestamp: None,
+        };
+        let set = secrets(&[("k", key)]);
+        let passed = run(HMAC, &set, &prepared, &inputs(body), false).unwrap();
+        assert_eq!(passed.coverage, [Coverage::Items, Coverage::Items]);
+        let event = |signed_by: Option<u32>, span: Option<Span>| Envelope {
+            event_id: "e".into(),
+            event_type: "t".into(),
+            object_id: None,
+            object_version: None,
+            created_at: None,
+            route: None,
+            span,
+            signed_by,
+        };
+        let len = body.len();
+        assert!(
+            check_items(
+                &passed,
+                &prepared,
+                &[event(Some(0), Some(s1)), event(Some(1), Some(s2))],
+                len
+            )
+            .is_ok()
+        );
+        assert_eq!(
+            check_items(&passed, &prepared, &[event(None, Some(s1))], len),
+            Err(ContractViolation::ItemNotSigned(0))
+        );
+        assert_eq!(
+            check_items(&passed, &prepared, &[event(Some(0), Some(s2))], len),
+            Err(ContractViolation::ItemOutsideSpan(0))
+        );
+        assert_eq!(
+            check_items(&passed, &prepared, &[event(Some(2), Some(s2))], len),
+            Err(ContractViolation::ItemNotSigned(0))
+        );
+        let outside = Span {
+            start: 0,
+            end: len as u64 + 1,
+        };
+        assert_eq!(
+            check_items(&passed, &prepared, &[event(Some(0), Some(outside))], len),
+            Err(ContractViolation::EventSpanOutsideBody(0))
+        );
+        // The escaped value is signed unescaped: signing the raw bytes would not match.
+        let mut raw = prepared.clone();
+        raw.checks[0].message[0] = Part::BodySpan(find(br#""a\/1""#));
+        assert_eq!(
+            run(HMAC, &set, &raw, &inputs(body), false).unwrap_err(),
+            VerifyError::NoMatch
+        );
+        // A long literal between slices is not a separator: it could carry anything.
+        let mut long = prepared.clone();
+        long.checks[0].message[1] = Part::Literal(b"123456789".to_vec());
+        assert_eq!(
+            run(HMAC, &set, &long, &inputs(body), false).unwrap_err(),
+            VerifyError::Contract(ContractViolation::BodyNotCovered(0))
+        );
+        // A json-string span that is a number.
+        let mut number = prepared.clone();
+        number.checks[0].message[0] = Part::BodyJsonString(find(b"10"));
+        assert_eq!(
+            run(HMAC, &set, &number, &inputs(body), false).unwrap_err(),
+            VerifyError::Contract(ContractViolation::NotAJsonString(0))
+        );
+    }
+}
