@@ -237,29 +237,14 @@ pub(super) fn delivery_targets<'a>(
 
 #[cfg(test)]
 mod tests {
-    use std::time::SystemTime;
-
-    use uuid::Uuid;
-
     use super::*;
 
     fn event(n: u128, object: Option<&str>, kind: Option<&str>, version: Option<i64>) -> Claim {
         Claim {
-            inbox_id: Uuid::from_u128(n),
-            provider: "stripe".into(),
-            endpoint_id: "stripe".into(),
-            event_id: format!("evt_{n}"),
-            event_type: "t".into(),
             object_id: object.map(str::to_owned),
             version_kind: kind.map(str::to_owned),
             version,
-            payload_ref: Uuid::from_u128(n),
-            payload_span: None,
-            attempt: 1,
-            claim_id: Uuid::from_u128(n),
-            trace_context: None,
-            claimed_at: SystemTime::now(),
-            payload_committed: true,
+            ..Claim::example(n)
         }
     }
 
