@@ -4,6 +4,8 @@
 
 use std::collections::HashMap;
 
+use crate::fields::field;
+
 pub fn clock_ticks() -> f64 {
     // SAFETY: sysconf has no preconditions.
     let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
@@ -41,9 +43,9 @@ pub fn machine_ticks() -> Option<(u64, u64)> {
     Some((total - idle, total))
 }
 
-pub fn status_kib(pid: u32, field: &str) -> Option<u64> {
+pub fn status_kib(pid: u32, key: &str) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    crate::pgbench::field(&status, field).map(|kib| kib as u64)
+    field(&status, key).map(|kib| kib as u64)
 }
 
 /// The CPU of every process named `postgres` on this machine (the postmaster, its backends,
@@ -87,15 +89,15 @@ impl PostgresCpu {
 /// in /proc/meminfo), in KiB.
 pub fn dirty_kib() -> Option<u64> {
     let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let dirty = crate::pgbench::field(&meminfo, "Dirty:")?;
-    let writeback = crate::pgbench::field(&meminfo, "Writeback:").unwrap_or(0.0);
+    let dirty = field(&meminfo, "Dirty:")?;
+    let writeback = field(&meminfo, "Writeback:").unwrap_or(0.0);
     Some((dirty + writeback) as u64)
 }
 
 /// Pages the kernel has written to disk since boot (`nr_written` in /proc/vmstat).
 pub fn written_pages() -> Option<u64> {
     let vmstat = std::fs::read_to_string("/proc/vmstat").ok()?;
-    crate::pgbench::field(&vmstat, "nr_written ").map(|n| n as u64)
+    field(&vmstat, "nr_written ").map(|n| n as u64)
 }
 
 pub fn page_kib() -> f64 {

@@ -10,6 +10,7 @@
 //! meant for loopback targets: a bounded benchmark, not a stress tool.
 
 mod events;
+mod fields;
 mod loadgen;
 mod machine;
 mod pgbench;

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde::Serialize;
 
+use crate::fields::field;
 use crate::machine::{PostgresCpu, clock_ticks, machine_ticks};
 use crate::wharf::{Postgres, Setup, migrate};
 
@@ -135,26 +136,4 @@ fn run(
         postgres_cores,
         command: shown,
     })
-}
-
-/// The first number after `prefix` on the line that starts with it (pgbench's summary lines,
-/// `/proc/PID/status` fields).
-pub(crate) fn field(output: &str, prefix: &str) -> Option<f64> {
-    output
-        .lines()
-        .find_map(|l| l.strip_prefix(prefix))?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn reads_tps_and_latency_from_pgbench_output() {
-        let out = "latency average = 10.695 ms\ninitial connection time = 24.463 ms\ntps = 374.007631 (without initial connection time)\n";
-        assert_eq!(super::field(out, "tps = "), Some(374.007631));
-        assert_eq!(super::field(out, "latency average = "), Some(10.695));
-    }
 }

@@ -2,6 +2,7 @@
 //! cancellation token stops the listeners and every background task.
 
 use std::net::SocketAddr;
+use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -40,14 +41,18 @@ impl Default for ServerOptions {
     }
 }
 
-pub struct Server {
+/// The receiver: the public (and admin) listeners, ingest, and processing unless it runs
+/// elsewhere.
+pub type Server = Running<Receiver>;
+
+/// What a running receiver exposes.
+pub struct Receiver {
     pub addr: SocketAddr,
     pub admin_addr: Option<SocketAddr>,
     pub ingest: Arc<Ingest>,
     pub secrets: Arc<SecretStore>,
     /// What the workers, relays and reconciler share (also when none run here).
     pub processing: Arc<Processing>,
-    background: Background,
 }
 
 impl Server {
@@ -211,42 +216,31 @@ impl Server {
             }
             None => None,
         };
-        Ok(Self {
+        let parts = Receiver {
             addr,
             admin_addr,
             ingest,
             secrets,
             processing,
-            background: Background {
-                cancel,
-                tasks,
-                traces,
-            },
+        };
+        Ok(Running {
+            parts,
+            cancel,
+            tasks,
+            traces,
         })
-    }
-
-    pub fn cancel_token(&self) -> CancellationToken {
-        self.background.cancel.clone()
-    }
-
-    /// Stops accepting, lets requests in flight finish, and waits for every task.
-    pub async fn shutdown(self) -> anyhow::Result<()> {
-        self.background.shutdown().await
-    }
-
-    /// Runs until the token is cancelled (for example by a signal).
-    pub async fn run_until_cancelled(self) -> anyhow::Result<()> {
-        self.background.run_until_cancelled().await
     }
 }
 
 /// Processing alone, for `wharf worker`: workers, relays and the reconciler, no listener, so
 /// ingest and processing scale separately and several hosts can share one database.
-pub struct ProcessingHost {
+pub type ProcessingHost = Running<ProcessingOnly>;
+
+/// What a running `wharf worker` exposes.
+pub struct ProcessingOnly {
     pub processing: Arc<Processing>,
     /// The admin listener (`/healthz`, `/readyz`, `/metrics`), when asked for one.
     pub admin_addr: Option<SocketAddr>,
-    background: Background,
 }
 
 impl ProcessingHost {
@@ -317,27 +311,15 @@ impl ProcessingHost {
             None => None,
         };
         let traces = processing.traces.clone();
-        Ok(Self {
-            processing,
-            admin_addr,
-            background: Background {
-                cancel,
-                tasks,
-                traces,
+        Ok(Running {
+            parts: ProcessingOnly {
+                processing,
+                admin_addr,
             },
+            cancel,
+            tasks,
+            traces,
         })
-    }
-
-    pub fn cancel_token(&self) -> CancellationToken {
-        self.background.cancel.clone()
-    }
-
-    pub async fn shutdown(self) -> anyhow::Result<()> {
-        self.background.shutdown().await
-    }
-
-    pub async fn run_until_cancelled(self) -> anyhow::Result<()> {
-        self.background.run_until_cancelled().await
     }
 }
 
@@ -349,21 +331,37 @@ fn start_traces(config: &Config) -> anyhow::Result<Traces> {
     }
 }
 
-/// Every task of a process under one cancellation token, and the trace exporter flushed
-/// once they have all ended.
-struct Background {
+/// A started process: what it exposes (`P`, read through `Deref`), and every task it runs
+/// under one cancellation token, stopped the same way whatever the process; the trace
+/// exporter is flushed once the tasks have all ended.
+pub struct Running<P> {
+    parts: P,
     cancel: CancellationToken,
     tasks: JoinSet<anyhow::Result<()>>,
     traces: Traces,
 }
 
-impl Background {
-    async fn shutdown(mut self) -> anyhow::Result<()> {
+impl<P> Deref for Running<P> {
+    type Target = P;
+
+    fn deref(&self) -> &P {
+        &self.parts
+    }
+}
+
+impl<P> Running<P> {
+    pub fn cancel_token(&self) -> CancellationToken {
+        self.cancel.clone()
+    }
+
+    /// Stops accepting, lets requests in flight finish, and waits for every task.
+    pub async fn shutdown(mut self) -> anyhow::Result<()> {
         self.cancel.cancel();
         self.wait().await
     }
 
-    async fn run_until_cancelled(mut self) -> anyhow::Result<()> {
+    /// Runs until the token is cancelled (for example by a signal).
+    pub async fn run_until_cancelled(mut self) -> anyhow::Result<()> {
         self.cancel.cancelled().await;
         self.wait().await
     }

@@ -7,6 +7,7 @@
 //! - `info`: what `describe` declares, checked (`AdapterInfo`, `MacAlgorithm`, `KeyEncoding`)
 //! - `loaded`: a loaded adapter (`describe`) and the instance serving one request (`prepare`, `parse`)
 //! - `set`: the loaded adapters by name, with the status of every file
+//! - `wasm_error`: wasmtime's errors into anyhow's, by their message, in one place
 
 mod bindings;
 mod imports;
@@ -14,6 +15,7 @@ mod info;
 mod loaded;
 mod sandbox;
 mod set;
+mod wasm_error;
 
 pub use bindings::{
     Algorithm, Answer, AnswerPart, Check, Envelope, Handshake, Method, ObjectVersion, Parsed, Part,

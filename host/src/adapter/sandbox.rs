@@ -18,6 +18,7 @@ use crate::config::AdaptersConfig;
 
 use super::bindings::{Guest, GuestPre, GuestState, RequestView, WitVersion};
 use super::imports::check_imports;
+use super::wasm_error::IntoAnyhow;
 
 /// Epoch ticks are this long; call deadlines are counted in them.
 const EPOCH_TICK: Duration = Duration::from_millis(5);
@@ -206,21 +207,19 @@ impl Sandbox {
             })?;
 
         let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| anyhow::anyhow!("{e}"))?;
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).into_anyhow()?;
         linker.allow_shadowing(true);
-        let mut clock = linker
-            .instance(MONOTONIC_CLOCK)
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let mut clock = linker.instance(MONOTONIC_CLOCK).into_anyhow()?;
         clock
             .func_wrap("subscribe-duration", |store, (_,): (u64,)| {
                 ready_pollable(store)
             })
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
+            .into_anyhow()?;
         clock
             .func_wrap("subscribe-instant", |store, (_,): (u64,)| {
                 ready_pollable(store)
             })
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
+            .into_anyhow()?;
         linker.allow_shadowing(false);
         super::bindings::add_to_linker(&mut linker)?;
         let permits = Arc::new(Semaphore::new(n as usize));
@@ -278,16 +277,13 @@ impl Sandbox {
         component: &Component,
     ) -> anyhow::Result<(GuestPre, WitVersion, String)> {
         let (version, world) = check_imports(&self.engine, component)?;
-        let pre = self
-            .linker
-            .instantiate_pre(component)
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let pre = self.linker.instantiate_pre(component).into_anyhow()?;
         Ok((GuestPre::new(pre, version)?, version, world))
     }
 
     pub(super) fn compile(&self, bytes: &[u8], sha256: &str) -> anyhow::Result<Component> {
         let Some(dir) = &self.cache_dir else {
-            return Component::from_binary(&self.engine, bytes).map_err(|e| anyhow::anyhow!("{e}"));
+            return Component::from_binary(&self.engine, bytes).into_anyhow();
         };
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -300,8 +296,7 @@ impl Sandbox {
                 return Ok(c);
             }
         }
-        let component =
-            Component::from_binary(&self.engine, bytes).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let component = Component::from_binary(&self.engine, bytes).into_anyhow()?;
         if let Ok(serialized) = component.serialize() {
             let tmp = dir.join(format!(".{sha256}.{}.tmp", std::process::id()));
             let _ = std::fs::create_dir_all(dir)

@@ -158,11 +158,11 @@ impl Drop for Reservation<'_> {
     }
 }
 
+/// A claim for unit tests: inbox id, claim token and payload ref all `n`, event `evt_{n}`,
+/// naming no object.
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn claim(n: u128) -> Claim {
+impl Claim {
+    pub(crate) fn example(n: u128) -> Self {
         Claim {
             inbox_id: Uuid::from_u128(n),
             provider: "stripe".into(),
@@ -181,6 +181,11 @@ mod tests {
             payload_committed: true,
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
 
     fn ids(claims: &[Claim]) -> Vec<u128> {
         claims.iter().map(|c| c.inbox_id.as_u128()).collect()
@@ -197,7 +202,7 @@ mod tests {
         h.caught_up();
         let r = h.reserve(2);
         assert_eq!(r.granted(), 2);
-        r.hand_over(vec![claim(1), claim(2)]);
+        r.hand_over(vec![Claim::example(1), Claim::example(2)]);
         assert_eq!(ids(&h.take(8)), [1, 2]);
     }
 
@@ -209,8 +214,8 @@ mod tests {
         // One of these two fits: the other waits in the database, so a backlog starts.
         let second = h.reserve(2);
         assert_eq!((first.granted(), second.granted()), (2, 1));
-        first.hand_over(vec![claim(1), claim(2)]);
-        second.hand_over(vec![claim(3)]);
+        first.hand_over(vec![Claim::example(1), Claim::example(2)]);
+        second.hand_over(vec![Claim::example(3)]);
         assert_eq!(ids(&h.take(1)), [1]);
         assert_eq!(
             h.reserve(1).granted(),
@@ -227,14 +232,14 @@ mod tests {
         let h = Handoff::new(4, Duration::from_secs(30));
         h.caught_up();
         let in_flight = h.reserve(1);
-        h.reserve(1).hand_over(vec![claim(1)]);
+        h.reserve(1).hand_over(vec![Claim::example(1)]);
         assert_eq!(ids(&h.close()), [1]);
         assert_eq!(h.reserve(1).granted(), 0);
         h.caught_up();
         assert_eq!(h.reserve(1).granted(), 0, "closed for good");
         // An acceptance that reserved before the close hands over into it; a second
         // worker's close returns that too.
-        in_flight.hand_over(vec![claim(2)]);
+        in_flight.hand_over(vec![Claim::example(2)]);
         assert_eq!(ids(&h.close()), [2]);
     }
 
@@ -245,10 +250,10 @@ mod tests {
         // A failed or timed-out transaction drops its reservation.
         drop(h.reserve(2));
         // Two leased, one of them a duplicate that was not inserted.
-        h.reserve(2).hand_over(vec![claim(1)]);
+        h.reserve(2).hand_over(vec![Claim::example(1)]);
         let r = h.reserve(1);
         assert_eq!(r.granted(), 1);
-        r.hand_over(vec![claim(2)]);
+        r.hand_over(vec![Claim::example(2)]);
         assert_eq!(ids(&h.take(8)), [1, 2]);
         assert!(h.take(8).is_empty());
     }

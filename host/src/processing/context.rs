@@ -10,8 +10,9 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use tokio_util::sync::CancellationToken;
 
 use super::nats::Nats;
+use super::redacted::Redacted;
 use crate::config::Config;
-use crate::ingest::{Handoff, KeySource, redact_db};
+use crate::ingest::{Handoff, KeySource};
 use crate::support::clock::{SharedClock, SystemClock};
 use crate::support::metrics::Metrics;
 use crate::support::sealing::PayloadKeys;
@@ -124,7 +125,7 @@ impl Processing {
         tokio::time::timeout(Duration::from_secs(2), query)
             .await
             .map_err(|_| anyhow::anyhow!("database did not answer within 2 s"))?
-            .map_err(|e| anyhow::anyhow!(redact_db(&e)))?;
+            .redacted()?;
         Ok(())
     }
 

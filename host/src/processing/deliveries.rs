@@ -34,6 +34,7 @@ use uuid::Uuid;
 
 use super::context::{MIN_IDLE, Processing, wait_for_work};
 use super::payloads::{PayloadError, StoredPayload, event_bytes};
+use super::redacted::Redacted;
 use super::signing;
 use crate::config::{RouteConfig, SinkKind};
 use crate::ingest::redact_db;
@@ -251,7 +252,7 @@ impl DeliveryRelay {
             .bind(&routed)
             .fetch_all(&p.pool)
             .await
-            .map_err(|e| anyhow::anyhow!(redact_db(&e)))?;
+            .redacted()?;
         Ok(rows
             .into_iter()
             .map(|r| Claimed {

@@ -2,14 +2,16 @@
 //!
 //! - `context`: what every task shares (`Processing`: pool, config, signals, NATS, backoff)
 //! - `tasks`: starting them all
-//! - `worker`: leasing inbox rows, the built-in mutation, planning deliveries
+//! - `worker`: leasing inbox rows, the built-in mutation, planning deliveries (claim, decide,
+//!   write)
 //! - `document`: whether an event's bytes can be the projection's `jsonb` document
 //! - `outbox`: the relay that publishes accepted-event notices
 //! - `deliveries`: the relay that sends deliveries to `http` and `nats` sinks
 //! - `signing`: Standard Webhooks signatures on HTTP deliveries
 //! - `reconcile`: the periodic audit that requeues what went missing
 //! - `nats`: the one lazy JetStream connection
-//! - `payloads`: stored payloads opened (decrypted) and cut to an event's span
+//! - `redacted`: database errors reported redacted (`.redacted()?`)
+//! - `payloads`: stored payloads opened (decrypted) and cut to an event's span, read by batch
 
 mod context;
 mod deliveries;
@@ -18,6 +20,7 @@ mod nats;
 mod outbox;
 mod payloads;
 mod reconcile;
+mod redacted;
 mod signing;
 mod tasks;
 mod worker;

@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::context::{MIN_IDLE, Processing, wait_for_work};
-use crate::ingest::redact_db;
+use super::redacted::Redacted;
 use crate::support::failpoint;
 
 const BATCH: i64 = 256;
@@ -76,11 +76,7 @@ impl OutboxRelay {
     /// share the work.
     pub async fn try_execute(&self) -> anyhow::Result<usize> {
         let p = &self.processing;
-        let mut tx = p
-            .pool
-            .begin()
-            .await
-            .map_err(|e| anyhow::anyhow!(redact_db(&e)))?;
+        let mut tx = p.pool.begin().await.redacted()?;
         // Walk the unpublished-rows index in order, whatever the statistics say. Without them
         // (a new or fast-growing table) the planner bitmap-scans every entry of that index,
         // including those of rows published since the last vacuum, and sorts them all before
@@ -93,7 +89,7 @@ impl OutboxRelay {
         )
         .execute(&mut *tx)
         .await
-        .map_err(|e| anyhow::anyhow!(redact_db(&e)))?;
+        .redacted()?;
         let rows = sqlx::query(
             "SELECT o.outbox_id, o.topic, i.inbox_id, i.provider, i.endpoint_id,
                     i.provider_event_id, i.event_type
@@ -106,7 +102,7 @@ impl OutboxRelay {
         .bind(BATCH)
         .fetch_all(&mut *tx)
         .await
-        .map_err(|e| anyhow::anyhow!(redact_db(&e)))?;
+        .redacted()?;
         if rows.is_empty() {
             return Ok(0);
         }
@@ -171,10 +167,8 @@ impl OutboxRelay {
             .bind(&published)
             .execute(&mut *tx)
             .await
-            .map_err(|e| anyhow::anyhow!(redact_db(&e)))?;
-        tx.commit()
-            .await
-            .map_err(|e| anyhow::anyhow!(redact_db(&e)))?;
+            .redacted()?;
+        tx.commit().await.redacted()?;
         match failure {
             Some(e) if published.is_empty() => Err(e),
             Some(e) => {

@@ -1,6 +1,9 @@
 //! Stored payloads as processing, deliveries and operators read them: opened (decrypted under
 //! the key id stored beside them) and cut to the event's own span of a batch's body.
 
+use std::collections::HashMap;
+
+use sqlx::PgPool;
 use uuid::Uuid;
 
 use crate::support::sealing::{OpenError, PayloadKeys};
@@ -59,5 +62,56 @@ pub fn event_bytes(
     match span {
         None => Ok(body),
         Some(_) => event_span(&body, span).map(<[u8]>::to_vec),
+    }
+}
+
+/// Whole stored bodies by payload ref, each read once however many events it holds and
+/// opened under its key id.
+pub struct Bodies(HashMap<Uuid, Result<Vec<u8>, PayloadError>>);
+
+impl Bodies {
+    /// The stored payloads under these refs; no statement for none.
+    pub async fn read(
+        pool: &PgPool,
+        keys: &PayloadKeys,
+        refs: &[Uuid],
+    ) -> Result<Self, sqlx::Error> {
+        if refs.is_empty() {
+            return Ok(Self(HashMap::new()));
+        }
+        let rows = sqlx::query_as::<_, (Uuid, Option<String>, Vec<u8>)>(
+            "SELECT payload_ref, key_id, body FROM webhook_payloads WHERE payload_ref = ANY($1)",
+        )
+        .bind(refs)
+        .fetch_all(pool)
+        .await?;
+        Ok(Self(
+            rows.into_iter()
+                .map(|(payload_ref, key_id, body)| {
+                    let stored = StoredPayload {
+                        payload_ref,
+                        key_id,
+                        body,
+                    };
+                    (payload_ref, stored.open(keys))
+                })
+                .collect(),
+        ))
+    }
+
+    /// An event's own bytes: its span of the request's payload, or the whole payload when it
+    /// has none. Either failure is poison: retrying cannot bring a body back or lengthen it.
+    pub fn event(
+        &self,
+        payload_ref: Uuid,
+        span: Option<(i64, i64)>,
+    ) -> Result<&[u8], PayloadError> {
+        let body = self
+            .0
+            .get(&payload_ref)
+            .ok_or(PayloadError::Gone)?
+            .as_ref()
+            .map_err(Clone::clone)?;
+        event_span(body, span)
     }
 }

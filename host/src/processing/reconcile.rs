@@ -14,7 +14,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::context::Processing;
-use crate::ingest::redact_db;
+use super::redacted::Redacted;
 use crate::support::metrics::{TargetBacklog, TargetLabels};
 
 /// How often the oldest-pending gauge is refreshed between passes.
@@ -88,7 +88,6 @@ impl Reconciler {
     /// One pass.
     pub async fn try_execute(&self) -> anyhow::Result<Audit> {
         let p = &self.processing;
-        let db = |e: sqlx::Error| anyhow::anyhow!(redact_db(&e));
         let started = time::OffsetDateTime::now_utc();
         let since = self
             .checked
@@ -105,7 +104,7 @@ impl Reconciler {
         .bind(since)
         .execute(&p.pool)
         .await
-        .map_err(db)?
+        .redacted()?
         .rows_affected();
         let missing_deliveries = sqlx::query(
             "UPDATE webhook_inbox i
@@ -118,14 +117,14 @@ impl Reconciler {
         .bind(since)
         .execute(&p.pool)
         .await
-        .map_err(db)?
+        .redacted()?
         .rows_affected();
         let oldest_pending_seconds = self.oldest_pending().await?;
         let outbox_unpublished: i64 =
             sqlx::query_scalar("SELECT count(*) FROM webhook_outbox WHERE published_at IS NULL")
                 .fetch_one(&p.pool)
                 .await
-                .map_err(db)?;
+                .redacted()?;
         self.unpublished
             .store(outbox_unpublished, Ordering::Relaxed);
         p.metrics
@@ -173,12 +172,12 @@ impl Reconciler {
         )
         .fetch_all(&p.pool)
         .await
-        .map_err(|e| anyhow::anyhow!(redact_db(&e)))?;
+        .redacted()?;
         let inbox_failed: i64 =
             sqlx::query_scalar("SELECT count(*) FROM webhook_inbox WHERE status = 'FAILED'")
                 .fetch_one(&p.pool)
                 .await
-                .map_err(|e| anyhow::anyhow!(redact_db(&e)))?;
+                .redacted()?;
         let targets: Vec<(TargetLabels, TargetBacklog)> = rows
             .into_iter()
             .map(|(sink, target, pending, oldest, failed)| {
@@ -205,7 +204,7 @@ impl Reconciler {
         )
         .fetch_one(&self.processing.pool)
         .await
-        .map_err(|e| anyhow::anyhow!(redact_db(&e)))?;
+        .redacted()?;
         Ok(oldest.unwrap_or(0.0))
     }
 }

@@ -2,12 +2,15 @@
 //!
 //! - `watcher`: `Reloader`, one pass over the folder (watch, debounce, poll), vetting, the swap
 //! - `fixtures`: the fixture format, the runner behind `wharf adapter test`, the bounded diff
+//! - `fixture_folder`: reading a fixtures folder: plain folders and files only, sizes capped
 
+mod fixture_folder;
 mod fixtures;
 mod watcher;
 
+pub use fixture_folder::{MAX_BODY_BYTES, MAX_TOML_BYTES};
 pub use fixtures::{
-    CaseResult, Expected, ExpectedEvent, ExpectedHandshake, MAX_BODY_BYTES, MAX_DIFF_BYTES,
-    MAX_DIFF_LINES, MAX_TOML_BYTES, Ran, Report, diff, run_case, run_dir,
+    CaseResult, Expected, ExpectedEvent, ExpectedHandshake, MAX_DIFF_BYTES, MAX_DIFF_LINES, Ran,
+    Report, diff, run_case, run_dir,
 };
 pub use watcher::{Reloader, fixtures_dir};

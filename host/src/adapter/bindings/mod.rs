@@ -6,6 +6,8 @@
 use wasmtime::Store;
 use wasmtime::component::{InstancePre, Resource};
 
+use super::wasm_error::IntoAnyhow;
+
 mod request;
 mod v0_1;
 mod v0_2;
@@ -43,10 +45,8 @@ impl WitVersion {
 /// Adds every served version's imports to the linker.
 pub fn add_to_linker(linker: &mut wasmtime::component::Linker<GuestState>) -> anyhow::Result<()> {
     use wasmtime::component::HasSelf;
-    v0_1::Adapter::add_to_linker::<_, HasSelf<_>>(linker, |s| s)
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-    v0_2::Adapter::add_to_linker::<_, HasSelf<_>>(linker, |s| s)
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    v0_1::Adapter::add_to_linker::<_, HasSelf<_>>(linker, |s| s).into_anyhow()?;
+    v0_2::Adapter::add_to_linker::<_, HasSelf<_>>(linker, |s| s).into_anyhow()?;
     Ok(())
 }
 
@@ -60,10 +60,9 @@ pub enum GuestPre {
 impl GuestPre {
     /// Checks the component's exports against its version's world.
     pub fn new(pre: InstancePre<GuestState>, version: WitVersion) -> anyhow::Result<Self> {
-        let e = |e: wasmtime::Error| anyhow::anyhow!("{e}");
         Ok(match version {
-            WitVersion::V0_1 => Self::V0_1(v0_1::AdapterPre::new(pre).map_err(e)?),
-            WitVersion::V0_2 => Self::V0_2(v0_2::AdapterPre::new(pre).map_err(e)?),
+            WitVersion::V0_1 => Self::V0_1(v0_1::AdapterPre::new(pre).into_anyhow()?),
+            WitVersion::V0_2 => Self::V0_2(v0_2::AdapterPre::new(pre).into_anyhow()?),
         })
     }
 
