@@ -10,6 +10,7 @@
 //! - `commit`: group commit behind `accept`: requests that arrive together share a transaction
 //! - `handoff`: events leased at acceptance to this host's workers, handed over in memory
 //! - `rows`: what acceptance writes and answers, and `StoreError`
+//! - `redacted`: `.redacted()?`, a database error that shows only its redacted text
 //! - `error`: `IngestError`, its status, code and internal cause
 
 mod admission;
@@ -18,6 +19,7 @@ mod error;
 mod handoff;
 mod pipeline;
 mod rate_limit;
+mod redacted;
 mod rows;
 mod secrets;
 mod store;
@@ -31,6 +33,7 @@ pub use pipeline::{
     Admitted, Ingest, Outcome, RequestFacts, Verified, inbox_ids, verify_and_parse,
 };
 pub use rate_limit::{LimitScope, Limited, RateLimits};
+pub use redacted::{DbError, Redacted};
 pub use rows::{Acceptance, NewEvent, StoreError, StoredVersion, Submission, redact_db};
 pub use secrets::{
     HostSecretError, HostSecretUse, InvalidSecrets, KeyEncodings, KeySet, KeySource, PublicKey,

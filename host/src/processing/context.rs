@@ -10,8 +10,8 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use tokio_util::sync::CancellationToken;
 
 use super::nats::Nats;
-use super::redacted::Redacted;
 use crate::config::Config;
+use crate::ingest::Redacted;
 use crate::ingest::{Handoff, KeySource};
 use crate::support::clock::{SharedClock, SystemClock};
 use crate::support::metrics::Metrics;

@@ -34,9 +34,9 @@ use uuid::Uuid;
 
 use super::context::{MIN_IDLE, Processing, wait_for_work};
 use super::payloads::{PayloadError, StoredPayload, event_bytes};
-use super::redacted::Redacted;
 use super::signing;
 use crate::config::{RouteConfig, SinkKind};
+use crate::ingest::Redacted;
 use crate::ingest::redact_db;
 use crate::support::columns::column;
 use crate::support::failpoint;

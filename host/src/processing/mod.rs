@@ -10,7 +10,6 @@
 //! - `signing`: Standard Webhooks signatures on HTTP deliveries
 //! - `reconcile`: the periodic audit that requeues what went missing
 //! - `nats`: the one lazy JetStream connection
-//! - `redacted`: database errors reported redacted (`.redacted()?`)
 //! - `payloads`: stored payloads opened (decrypted) and cut to an event's span, read by batch
 
 mod context;
@@ -20,7 +19,6 @@ mod nats;
 mod outbox;
 mod payloads;
 mod reconcile;
-mod redacted;
 mod signing;
 mod tasks;
 mod worker;

@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::context::{MIN_IDLE, Processing, wait_for_work};
-use super::redacted::Redacted;
+use crate::ingest::Redacted;
 use crate::support::failpoint;
 
 const BATCH: i64 = 256;

@@ -14,7 +14,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::context::Processing;
-use super::redacted::Redacted;
+use crate::ingest::Redacted;
 use crate::support::metrics::{TargetBacklog, TargetLabels};
 
 /// How often the oldest-pending gauge is refreshed between passes.

@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::config::RetentionConfig;
-use crate::ingest::redact_db;
+use crate::ingest::Redacted;
 use crate::support::clock::SharedClock;
 use crate::support::ids;
 use crate::support::metrics::Metrics;
@@ -160,12 +160,12 @@ impl Retention {
     /// One pass as of `now`: partitions created up to `now + create_ahead_days`, expired ones
     /// dropped. Skipped (and says so) while another host runs one.
     pub async fn try_execute(&self, now: OffsetDateTime) -> anyhow::Result<Pass> {
-        let mut conn = self.pool.acquire().await.map_err(db)?;
+        let mut conn = self.pool.acquire().await.redacted()?;
         let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
             .bind(LOCK_KEY)
             .fetch_one(&mut *conn)
             .await
-            .map_err(db)?;
+            .redacted()?;
         if !locked {
             return Ok(Pass {
                 skipped: true,
@@ -191,13 +191,13 @@ impl Retention {
         let version: i32 = sqlx::query_scalar("SELECT current_setting('server_version_num')::int")
             .fetch_one(&mut *conn)
             .await
-            .map_err(db)?;
+            .redacted()?;
         // Detaching without blocking the table's readers and writers needs Postgres 14.
         let concurrently = version >= 140_000;
         let db_now: OffsetDateTime = sqlx::query_scalar("SELECT now()")
             .fetch_one(&mut *conn)
             .await
-            .map_err(db)?;
+            .redacted()?;
         let mut pass = Pass {
             clock_skewed: !self.any_clock && (now - db_now).abs() > MAX_CLOCK_SKEW,
             ..Pass::default()
@@ -240,7 +240,7 @@ impl Retention {
             .bind(table.name)
             .fetch_all(&mut *conn)
             .await
-            .map_err(db)?;
+            .redacted()?;
             for orphan in orphans {
                 drop_table(conn, &orphan).await?;
                 pass.dropped.push(orphan);
@@ -328,7 +328,7 @@ async fn partitions(conn: &mut PgConnection, table: &str) -> anyhow::Result<Vec<
     .bind(table)
     .fetch_all(&mut *conn)
     .await
-    .map_err(db)?;
+    .redacted()?;
     rows.into_iter()
         .map(|(name, bound, detach_pending)| {
             let (lower, upper) =
@@ -415,7 +415,8 @@ async fn day_unfinished(conn: &mut PgConnection, lower: Uuid, upper: Uuid) -> an
     .bind(upper)
     .fetch_one(&mut *conn)
     .await
-    .map_err(db)
+    .redacted()
+    .map_err(Into::into)
 }
 
 async fn detach(
@@ -439,12 +440,8 @@ async fn drop_table(conn: &mut PgConnection, name: &str) -> anyhow::Result<()> {
 /// Statements without parameters, sent as one simple query: several run as one implicit
 /// transaction, and `DETACH … CONCURRENTLY` is allowed (it is not in a transaction block).
 async fn simple(conn: &mut PgConnection, sql: &str) -> anyhow::Result<()> {
-    conn.execute(sql).await.map_err(db)?;
+    conn.execute(sql).await.redacted()?;
     Ok(())
-}
-
-fn db(e: sqlx::Error) -> anyhow::Error {
-    anyhow::anyhow!(redact_db(&e))
 }
 
 #[cfg(test)]

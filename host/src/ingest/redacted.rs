@@ -1,7 +1,7 @@
-//! Database errors as processing reports them: redacted, since the server's message can quote
+//! Database errors as processing and retention report them: redacted, since the server's message can quote
 //! row values. `.redacted()?` turns a sqlx result into one that `?` carries into anyhow.
 
-use crate::ingest::redact_db;
+use super::rows::redact_db;
 
 /// A database error that shows only its redacted form (`redact_db`), whether displayed or
 /// debug-printed; it has no source, so no error chain reaches the server's message.
