@@ -1,12 +1,14 @@
-//! `wharf deliveries list|show|replay`: the operator queries of `crate::deliveries`, printed
-//! as columns or JSON. A list that leaves deliveries out says so, with the next page's cursor.
+//! `wharf deliveries list|show|replay`: the delivery queries of `crate::operator`, printed as
+//! columns or JSON. A list that leaves deliveries out says so, with the next page's cursor.
 
 use clap::{Args, Subcommand};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 use uuid::Uuid;
 
-use crate::deliveries::{self, DEFAULT_REPLAY_LIMIT, Filter, ReplayRequest};
+use super::error::InstantError;
+use crate::operator::deliveries::{self, Filter, ReplayRequest};
+use crate::operator::{DEFAULT_REPLAY_LIMIT, OperatorError};
 
 #[derive(Subcommand)]
 pub enum DeliveriesCommand {
@@ -72,7 +74,7 @@ pub struct FilterArgs {
 }
 
 impl FilterArgs {
-    fn checked(self) -> anyhow::Result<Filter> {
+    fn checked(self) -> Result<Filter, OperatorError> {
         Filter {
             status: self.status,
             target: self.target,
@@ -82,13 +84,11 @@ impl FilterArgs {
             until: self.until,
         }
         .checked()
-        .map_err(anyhow::Error::msg)
     }
 }
 
-fn instant(text: &str) -> Result<OffsetDateTime, String> {
-    OffsetDateTime::parse(text, &Rfc3339)
-        .map_err(|e| format!("{e} (RFC 3339, e.g. 2026-12-01T00:00:00Z)"))
+fn instant(text: &str) -> Result<OffsetDateTime, InstantError> {
+    OffsetDateTime::parse(text, &Rfc3339).map_err(InstantError)
 }
 
 fn time(t: OffsetDateTime) -> String {
