@@ -7,6 +7,7 @@ use time::format_description::well_known::Rfc3339;
 use uuid::Uuid;
 
 use super::error::InstantError;
+use super::listing;
 use crate::operator::deliveries::{self, Filter, ReplayRequest};
 use crate::operator::{DEFAULT_REPLAY_LIMIT, OperatorError};
 
@@ -104,38 +105,29 @@ pub async fn run(pool: &sqlx::PgPool, command: DeliveriesCommand) -> anyhow::Res
             json,
         } => {
             let page = deliveries::list(pool, &filter.checked()?, after, limit).await?;
-            if !json {
-                println!(
-                    "DELIVERY_ID\tINBOX_ID\tSTATUS\tATTEMPTS\tENDPOINT\tSINK\tTARGET\tCREATED\tSENT\tLAST_ERROR"
-                );
-            }
-            for d in &page.deliveries {
-                if json {
-                    println!("{}", serde_json::to_string(d)?);
-                } else {
-                    println!(
-                        "{}\t{}\t{}\t{}/{}\t{}\t{}\t{}\t{}\t{}\t{}",
-                        d.delivery_id,
-                        d.inbox_id,
-                        d.status,
-                        d.attempt_count,
-                        d.max_attempts,
-                        d.endpoint_id,
-                        d.sink,
-                        d.target,
-                        time(d.created_at),
-                        d.sent_at.map(time).unwrap_or_default(),
-                        d.last_error.as_deref().unwrap_or_default()
-                    );
-                }
-            }
-            if let Some(note) = page.remainder_note() {
-                if json {
-                    eprintln!("{note}");
-                } else {
-                    println!("{note}");
-                }
-            }
+            let columns = |d: &deliveries::Summary| {
+                Ok(format!(
+                    "{}\t{}\t{}\t{}/{}\t{}\t{}\t{}\t{}\t{}\t{}",
+                    d.delivery_id,
+                    d.inbox_id,
+                    d.status,
+                    d.attempt_count,
+                    d.max_attempts,
+                    d.endpoint_id,
+                    d.sink,
+                    d.target,
+                    time(d.created_at),
+                    d.sent_at.map(time).unwrap_or_default(),
+                    d.last_error.as_deref().unwrap_or_default()
+                ))
+            };
+            listing::print(
+                json,
+                "DELIVERY_ID\tINBOX_ID\tSTATUS\tATTEMPTS\tENDPOINT\tSINK\tTARGET\tCREATED\tSENT\tLAST_ERROR",
+                &page.deliveries,
+                columns,
+                page.remainder_note(),
+            )?;
         }
         DeliveriesCommand::Show { id } => {
             let Some(delivery) = deliveries::show(pool, id).await? else {

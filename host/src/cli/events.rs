@@ -8,6 +8,7 @@ use time::format_description::well_known::Rfc3339;
 use uuid::Uuid;
 
 use super::error::CliError;
+use super::listing;
 use crate::operator::DEFAULT_REPLAY_LIMIT;
 use crate::operator::events::{self, Filter};
 use crate::retention;
@@ -106,36 +107,27 @@ pub async fn run(
             }
             .checked()?;
             let page = events::list(pool, &filter).await?;
-            if !json {
-                println!(
-                    "INBOX_ID\tSTATUS\tATTEMPTS\tENDPOINT\tTYPE\tEVENT_ID\tRECEIVED\tLAST_ERROR"
-                );
-            }
-            for r in &page.events {
-                if json {
-                    println!("{}", serde_json::to_string(r)?);
-                } else {
-                    println!(
-                        "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
-                        r.inbox_id,
-                        r.status,
-                        r.attempt_count,
-                        r.endpoint_id,
-                        r.event_type,
-                        r.provider_event_id,
-                        r.received_at.format(&Rfc3339)?,
-                        r.last_error.as_deref().unwrap_or_default()
-                    );
-                }
-            }
+            let columns = |r: &events::Summary| {
+                Ok(format!(
+                    "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
+                    r.inbox_id,
+                    r.status,
+                    r.attempt_count,
+                    r.endpoint_id,
+                    r.event_type,
+                    r.provider_event_id,
+                    r.received_at.format(&Rfc3339)?,
+                    r.last_error.as_deref().unwrap_or_default()
+                ))
+            };
             // No silent cap: a list the limit cut short says so (after the rows).
-            if let Some(note) = page.remainder_note("--limit", limit) {
-                if json {
-                    eprintln!("{note}");
-                } else {
-                    println!("{note}");
-                }
-            }
+            listing::print(
+                json,
+                "INBOX_ID\tSTATUS\tATTEMPTS\tENDPOINT\tTYPE\tEVENT_ID\tRECEIVED\tLAST_ERROR",
+                &page.events,
+                columns,
+                page.remainder_note("--limit", limit),
+            )?;
         }
         EventsCommand::Show { id, .. } => {
             let Some(event) = events::show(pool, id, payload_keys).await? else {

@@ -9,6 +9,7 @@
 //! - `scaffold`: the adapter crate `adapter new` writes
 //! - `check`: `config check`
 //! - `payloads`: `payloads new-key|reencrypt`
+//! - `listing`: how a list prints: columns or JSON lines, then what its limit left out
 //! - `resolve`: what a command runs with: the config, the database, the payload keys
 //! - `error`: what the command line itself fails on
 
@@ -21,6 +22,7 @@ mod deliveries;
 mod dev;
 mod error;
 mod events;
+mod listing;
 mod payloads;
 mod resolve;
 mod scaffold;
