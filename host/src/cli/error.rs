@@ -19,6 +19,18 @@ pub enum CliError {
     },
     #[error("admin listener {base}: {cause}")]
     AdminListener { base: String, cause: reqwest::Error },
+    /// The dev cluster's URL file holds no database URL.
+    #[error("{file}: not a database URL: {cause}")]
+    NotADatabaseUrl {
+        file: &'static str,
+        cause: sqlx::Error,
+    },
+    /// A program the dev cluster runs did not start; `command` as `Command`'s `Debug`.
+    #[error("{command}: {cause}")]
+    Spawn {
+        command: String,
+        cause: std::io::Error,
+    },
     #[error("--before {text:?}: {cause} (RFC 3339)")]
     Before {
         text: String,
