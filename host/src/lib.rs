@@ -26,14 +26,9 @@ pub mod reload;
 /// Workers, relays, the reconciler and NATS.
 pub mod processing;
 
-/// Operator queries behind `wharf events`.
-pub mod events;
-
-/// Operator queries behind `wharf deliveries` (list, show, replay).
-pub mod deliveries;
-
-/// Operator actions on stored payloads behind `wharf payloads`: re-encryption.
-pub mod payloads;
+/// Operator queries behind `wharf events|deliveries|payloads` and the admin API: list, show,
+/// replay, re-encrypt.
+pub mod operator;
 
 /// Day partitions created ahead and dropped whole when they expire.
 pub mod retention;

@@ -154,7 +154,7 @@ async fn a_requeued_event_in_a_batch_plans_its_deliveries_again_and_is_not_appli
         .await
         .unwrap();
     assert_eq!(
-        wharf::events::replay(&app.db, &[first], false)
+        wharf::operator::events::replay(&app.db, &[first], false)
             .await
             .unwrap()
             .events,

@@ -61,7 +61,7 @@ async fn a_relay_holding_a_claim_from_before_a_resend_marks_nothing() {
     assert_eq!(delivery(&app.db).await, ("SENT".into(), 2, true));
 
     // An operator resends it; a third relay claims it, with attempt count 1 again.
-    let replayed = wharf::events::replay(&app.db, &[inbox_id], true)
+    let replayed = wharf::operator::events::replay(&app.db, &[inbox_id], true)
         .await
         .unwrap();
     assert_eq!(replayed.deliveries, 1);
@@ -177,7 +177,7 @@ async fn a_worker_holding_a_claim_from_before_a_replay_changes_nothing() {
 
     // An operator replays it; a third worker claims it (attempt count 1, as the old claim)
     // and is held up reading the payload.
-    let replayed = wharf::events::replay(&app.db, &[event], false)
+    let replayed = wharf::operator::events::replay(&app.db, &[event], false)
         .await
         .unwrap();
     assert_eq!(replayed.events, 1);

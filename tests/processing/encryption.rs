@@ -141,7 +141,7 @@ async fn a_ciphertext_moved_to_another_row_does_not_open() {
     .await
     .unwrap();
 
-    let shown = wharf::events::show(&app.db, b, Some(&test_payload_keys()))
+    let shown = wharf::operator::events::show(&app.db, b, Some(&test_payload_keys()))
         .await
         .unwrap()
         .unwrap();
@@ -264,12 +264,12 @@ async fn after_a_rotation_old_payloads_open_and_reencryption_moves_every_one() {
         format!("current = \"test-1\"\n[keys]\ntest-1 = \"{TEST_PAYLOAD_KEY}\"\n"),
     );
     for id in [first, legacy, after] {
-        let opened = wharf::events::show(&rotated.db, id, Some(&k2_only))
+        let opened = wharf::operator::events::show(&rotated.db, id, Some(&k2_only))
             .await
             .unwrap()
             .unwrap();
         assert!(opened["payload"]["utf8"].as_str().unwrap().contains(MARKER));
-        let refused = wharf::events::show(&rotated.db, id, Some(&old_only))
+        let refused = wharf::operator::events::show(&rotated.db, id, Some(&old_only))
             .await
             .unwrap()
             .unwrap();

@@ -185,7 +185,9 @@ async fn transient_failures_back_off_until_the_endpoint_attempts_run_out() {
         .await
         .unwrap();
     let id: uuid::Uuid = answer.json["inbox_id"].as_str().unwrap().parse().unwrap();
-    let replayed = wharf::events::replay(&app.db, &[id], false).await.unwrap();
+    let replayed = wharf::operator::events::replay(&app.db, &[id], false)
+        .await
+        .unwrap();
     assert_eq!(replayed.events, 1);
     wait_until_converged(&app.db).await;
     assert_eq!(app.count("object_state").await, 1);
@@ -251,7 +253,7 @@ async fn redirects_are_failed_attempts_and_never_followed() {
     .await;
 
     let id: uuid::Uuid = answer.json["inbox_id"].as_str().unwrap().parse().unwrap();
-    let shown = wharf::events::show(&app.db, id, None)
+    let shown = wharf::operator::events::show(&app.db, id, None)
         .await
         .unwrap()
         .unwrap();

@@ -53,7 +53,7 @@ async fn deliveries_whose_headers_cannot_be_built_fail_without_a_panic() {
         "nothing left to retake"
     );
 
-    let shown = wharf::events::show(&app.db, inbox_id, None)
+    let shown = wharf::operator::events::show(&app.db, inbox_id, None)
         .await
         .unwrap()
         .unwrap();

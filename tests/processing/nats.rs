@@ -34,7 +34,7 @@ async fn nats_deliveries_carry_the_inbox_id_and_are_deduplicated() {
         .unwrap();
 
     // An operator resends the delivery: the stream drops the copy inside its window.
-    let replayed = wharf::events::replay(&app.db, &[inbox_id], true)
+    let replayed = wharf::operator::events::replay(&app.db, &[inbox_id], true)
         .await
         .unwrap();
     assert_eq!(replayed.deliveries, 1);

@@ -219,7 +219,7 @@ async fn a_span_past_the_stored_body_is_poison_and_an_inverted_one_is_refused() 
         Some("event span lies outside the stored payload")
     );
     assert_eq!(app.count("object_state").await, 0);
-    let shown = wharf::events::show(&app.db, id, Some(&test_payload_keys()))
+    let shown = wharf::operator::events::show(&app.db, id, Some(&test_payload_keys()))
         .await
         .unwrap()
         .unwrap();

@@ -12,6 +12,13 @@ use crate::reload::Reloader;
 use crate::support::metrics::Metrics;
 use crate::support::toml_lines::Lines;
 
+#[derive(clap::Subcommand)]
+pub enum ConfigCommand {
+    /// Validate the config and the secrets file it names as `serve` would at start, without
+    /// the database: print each problem as FILE:LINE: message and exit non-zero if any.
+    Check,
+}
+
 /// One line of the report.
 struct Finding {
     file: PathBuf,

@@ -1,12 +1,15 @@
-//! `wharf deliveries list|show|replay`: the operator queries of `crate::deliveries`, printed
-//! as columns or JSON. A list that leaves deliveries out says so, with the next page's cursor.
+//! `wharf deliveries list|show|replay`: the delivery queries of `crate::operator`, printed as
+//! columns or JSON. A list that leaves deliveries out says so, with the next page's cursor.
 
 use clap::{Args, Subcommand};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 use uuid::Uuid;
 
-use crate::deliveries::{self, DEFAULT_REPLAY_LIMIT, Filter, ReplayRequest};
+use super::error::InstantError;
+use super::listing;
+use crate::operator::deliveries::{self, Filter, ReplayRequest};
+use crate::operator::{DEFAULT_REPLAY_LIMIT, OperatorError};
 
 #[derive(Subcommand)]
 pub enum DeliveriesCommand {
@@ -72,7 +75,7 @@ pub struct FilterArgs {
 }
 
 impl FilterArgs {
-    fn checked(self) -> anyhow::Result<Filter> {
+    fn checked(self) -> Result<Filter, OperatorError> {
         Filter {
             status: self.status,
             target: self.target,
@@ -82,13 +85,11 @@ impl FilterArgs {
             until: self.until,
         }
         .checked()
-        .map_err(anyhow::Error::msg)
     }
 }
 
-fn instant(text: &str) -> Result<OffsetDateTime, String> {
-    OffsetDateTime::parse(text, &Rfc3339)
-        .map_err(|e| format!("{e} (RFC 3339, e.g. 2026-12-01T00:00:00Z)"))
+fn instant(text: &str) -> Result<OffsetDateTime, InstantError> {
+    OffsetDateTime::parse(text, &Rfc3339).map_err(InstantError)
 }
 
 fn time(t: OffsetDateTime) -> String {
@@ -104,38 +105,29 @@ pub async fn run(pool: &sqlx::PgPool, command: DeliveriesCommand) -> anyhow::Res
             json,
         } => {
             let page = deliveries::list(pool, &filter.checked()?, after, limit).await?;
-            if !json {
-                println!(
-                    "DELIVERY_ID\tINBOX_ID\tSTATUS\tATTEMPTS\tENDPOINT\tSINK\tTARGET\tCREATED\tSENT\tLAST_ERROR"
-                );
-            }
-            for d in &page.deliveries {
-                if json {
-                    println!("{}", serde_json::to_string(d)?);
-                } else {
-                    println!(
-                        "{}\t{}\t{}\t{}/{}\t{}\t{}\t{}\t{}\t{}\t{}",
-                        d.delivery_id,
-                        d.inbox_id,
-                        d.status,
-                        d.attempt_count,
-                        d.max_attempts,
-                        d.endpoint_id,
-                        d.sink,
-                        d.target,
-                        time(d.created_at),
-                        d.sent_at.map(time).unwrap_or_default(),
-                        d.last_error.as_deref().unwrap_or_default()
-                    );
-                }
-            }
-            if let Some(note) = page.remainder_note() {
-                if json {
-                    eprintln!("{note}");
-                } else {
-                    println!("{note}");
-                }
-            }
+            let columns = |d: &deliveries::Summary| {
+                Ok(format!(
+                    "{}\t{}\t{}\t{}/{}\t{}\t{}\t{}\t{}\t{}\t{}",
+                    d.delivery_id,
+                    d.inbox_id,
+                    d.status,
+                    d.attempt_count,
+                    d.max_attempts,
+                    d.endpoint_id,
+                    d.sink,
+                    d.target,
+                    time(d.created_at),
+                    d.sent_at.map(time).unwrap_or_default(),
+                    d.last_error.as_deref().unwrap_or_default()
+                ))
+            };
+            listing::print(
+                json,
+                "DELIVERY_ID\tINBOX_ID\tSTATUS\tATTEMPTS\tENDPOINT\tSINK\tTARGET\tCREATED\tSENT\tLAST_ERROR",
+                &page.deliveries,
+                columns,
+                page.remainder_note(),
+            )?;
         }
         DeliveriesCommand::Show { id } => {
             let Some(delivery) = deliveries::show(pool, id).await? else {

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use super::error::CliError;
 use crate::config::Config;
 
 const DEV_DIR: &str = ".wharf-dev";
@@ -61,9 +62,11 @@ pub fn running_cluster_url() -> anyhow::Result<Option<String>> {
         Err(e) => anyhow::bail!("{URL_FILE}: {e}"),
     };
     let url = text.trim().to_owned();
-    let options: sqlx::postgres::PgConnectOptions = url
-        .parse()
-        .map_err(|e| anyhow::anyhow!("{URL_FILE}: not a database URL: {e}"))?;
+    let options: sqlx::postgres::PgConnectOptions =
+        url.parse().map_err(|cause| CliError::NotADatabaseUrl {
+            file: URL_FILE,
+            cause,
+        })?;
     let answers =
         std::net::ToSocketAddrs::to_socket_addrs(&(options.get_host(), options.get_port()))
             .ok()
@@ -170,7 +173,10 @@ fn exec(command: &mut Command) -> anyhow::Result<()> {
     let status = command
         .stdout(std::io::stderr())
         .status()
-        .map_err(|e| anyhow::anyhow!("{command:?}: {e}"))?;
+        .map_err(|cause| CliError::Spawn {
+            command: format!("{command:?}"),
+            cause,
+        })?;
     anyhow::ensure!(status.success(), "{command:?} failed with {status}");
     Ok(())
 }

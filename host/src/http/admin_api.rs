@@ -11,6 +11,7 @@
 //! Errors are `{"error": code, "message": ...}`, like the public API's; database causes are
 //! logged, never sent.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -32,9 +33,10 @@ use uuid::Uuid;
 use super::client::ClientInfo;
 use crate::adapter::KeyEncoding;
 use crate::config::Config;
-use crate::deliveries::{self, QueryError, ReplayRequest};
-use crate::events;
-use crate::ingest::{HostSecretUse, KeyEncodings, KeySource, host_secret_values};
+use crate::ingest::{HostSecretError, HostSecretUse, KeyEncodings, KeySource, host_secret_values};
+use crate::operator::deliveries::{self, ReplayRequest};
+use crate::operator::events;
+use crate::operator::{DEFAULT_REPLAY_LIMIT, OperatorError, check_limit};
 use crate::support::clock::SharedClock;
 
 /// Tokens are compared as raw bytes.
@@ -51,13 +53,34 @@ const DEFAULT_PAGE: i64 = 100;
 /// What `WWW-Authenticate` names.
 const REALM: &str = "Bearer realm=\"wharf-admin\"";
 
-/// The set's unexpired tokens at `now`, or why it cannot authenticate anyone (the set and
-/// version named, never a value).
+/// Why the token set cannot authenticate anyone: the set and version named, never a value.
+#[derive(Debug, thiserror::Error)]
+pub enum AdminTokenError {
+    /// The set itself: missing, expired, unreadable, empty.
+    #[error(transparent)]
+    Set(HostSecretError),
+    #[error(
+        "admin token secret set {set:?} version {version:?}: a token is {MIN_TOKEN_BYTES} to \
+         {MAX_TOKEN_BYTES} printable ASCII characters without spaces (e.g. `openssl rand -hex \
+         32`)"
+    )]
+    Unfit { set: String, version: String },
+}
+
+/// The admin API cannot start: its token set cannot authenticate anyone.
+#[derive(Debug, thiserror::Error)]
+#[error("[server] admin_token_secret: {cause} ({})", secrets_file.display())]
+pub struct UnusableTokens {
+    cause: AdminTokenError,
+    secrets_file: PathBuf,
+}
+
+/// The set's unexpired tokens at `now`, or why it cannot authenticate anyone.
 pub fn admin_tokens(
     source: &dyn KeySource,
     set: &str,
     now: OffsetDateTime,
-) -> Result<Vec<Vec<u8>>, String> {
+) -> Result<Vec<Vec<u8>>, AdminTokenError> {
     let keys = host_secret_values(
         source,
         set,
@@ -70,16 +93,14 @@ pub fn admin_tokens(
             value: "value",
         },
     )
-    .map_err(|e| e.to_string())?;
+    .map_err(AdminTokenError::Set)?;
     for k in &keys {
         let printable = k.key.iter().all(|b| (0x21..=0x7e).contains(b));
         if !(MIN_TOKEN_BYTES..=MAX_TOKEN_BYTES).contains(&k.key.len()) || !printable {
-            return Err(format!(
-                "admin token secret set {set:?} version {:?}: a token is {MIN_TOKEN_BYTES} to \
-                 {MAX_TOKEN_BYTES} printable ASCII characters without spaces (e.g. `openssl \
-                 rand -hex 32`)",
-                k.version
-            ));
+            return Err(AdminTokenError::Unfit {
+                set: set.to_owned(),
+                version: k.version.clone(),
+            });
         }
     }
     Ok(keys.into_iter().map(|k| k.key).collect())
@@ -90,8 +111,8 @@ pub fn client_token(
     source: &dyn KeySource,
     set: &str,
     now: OffsetDateTime,
-) -> anyhow::Result<String> {
-    let tokens = admin_tokens(source, set, now).map_err(anyhow::Error::msg)?;
+) -> Result<String, AdminTokenError> {
+    let tokens = admin_tokens(source, set, now)?;
     let first = tokens.into_iter().next().expect("at least one");
     Ok(String::from_utf8(first).expect("checked printable ASCII"))
 }
@@ -118,11 +139,9 @@ impl AdminApi {
             return Ok(None);
         };
         let keys = keys.ok_or_else(|| anyhow::anyhow!("the admin API needs the secrets file"))?;
-        admin_tokens(&*keys, set, clock.now()).map_err(|e| {
-            anyhow::anyhow!(
-                "[server] admin_token_secret: {e} ({})",
-                config.secrets.file.display()
-            )
+        admin_tokens(&*keys, set, clock.now()).map_err(|cause| UnusableTokens {
+            cause,
+            secrets_file: config.secrets.file.clone(),
         })?;
         let pool = sqlx::postgres::PgPoolOptions::new()
             .max_connections(2)
@@ -204,22 +223,29 @@ impl IntoResponse for ApiError {
     }
 }
 
-impl From<QueryError> for ApiError {
-    fn from(e: QueryError) -> Self {
-        match e {
-            QueryError::Invalid(m) => Self::BadRequest(m),
-            QueryError::Database(e) => {
-                tracing::warn!(error = %e, "admin API: database");
-                Self::Database
-            }
+/// The operator queries' one error: the request's fault is a 400 with its message; the
+/// database's is logged and a 503.
+impl From<OperatorError> for ApiError {
+    fn from(e: OperatorError) -> Self {
+        if e.is_invalid() {
+            return Self::BadRequest(e.to_string());
         }
+        tracing::warn!(error = %e, "admin API: database");
+        Self::Database
     }
 }
 
-fn database(e: anyhow::Error) -> ApiError {
-    tracing::warn!(error = %format!("{e:#}"), "admin API: database");
-    ApiError::Database
+/// A query, body or path axum could not read is a 400 with axum's text.
+macro_rules! bad_request_from {
+    ($($rejection:ty),*) => {$(
+        impl From<$rejection> for ApiError {
+            fn from(e: $rejection) -> Self {
+                Self::BadRequest(e.body_text())
+            }
+        }
+    )*};
 }
+bad_request_from!(JsonRejection, QueryRejection, PathRejection);
 
 /// The 404 of every path the admin listener does not serve.
 pub async fn not_found() -> Response {
@@ -277,7 +303,7 @@ async fn list_deliveries(
     State(api): State<AdminApi>,
     query: Result<Query<DeliveryQuery>, QueryRejection>,
 ) -> Result<Response, ApiError> {
-    let Query(q) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let Query(q) = query?;
     let filter = deliveries::Filter {
         status: q.status,
         target: q.target,
@@ -286,8 +312,7 @@ async fn list_deliveries(
         since: q.since,
         until: q.until,
     }
-    .checked()
-    .map_err(ApiError::BadRequest)?;
+    .checked()?;
     let page =
         deliveries::list(&api.pool, &filter, q.after, q.limit.unwrap_or(DEFAULT_PAGE)).await?;
     let note = page.remainder_note();
@@ -301,7 +326,7 @@ async fn show_delivery(
     State(api): State<AdminApi>,
     id: Result<Path<Uuid>, PathRejection>,
 ) -> Result<Response, ApiError> {
-    let Path(id) = id.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let Path(id) = id?;
     match deliveries::show(&api.pool, id).await? {
         Some(d) => Ok(Json(d).into_response()),
         None => Err(ApiError::NotFound(format!("no delivery {id}"))),
@@ -333,7 +358,7 @@ async fn replay_deliveries(
     client: Option<Extension<ClientInfo>>,
     body: Result<Json<DeliveryReplayBody>, JsonRejection>,
 ) -> Result<Response, ApiError> {
-    let Json(b) = body.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let Json(b) = body?;
     let request = ReplayRequest {
         ids: b.ids,
         filter: deliveries::Filter {
@@ -344,9 +369,8 @@ async fn replay_deliveries(
             since: b.since,
             until: b.until,
         }
-        .checked()
-        .map_err(ApiError::BadRequest)?,
-        limit: b.limit.unwrap_or(deliveries::DEFAULT_REPLAY_LIMIT),
+        .checked()?,
+        limit: b.limit.unwrap_or(DEFAULT_REPLAY_LIMIT),
         resend: b.resend,
         dry_run: b.dry_run,
     };
@@ -369,51 +393,26 @@ struct EventQuery {
     limit: Option<i64>,
 }
 
-fn event_filter(
-    status: Option<String>,
-    endpoint: Option<String>,
-    limit: i64,
-) -> Result<events::Filter, ApiError> {
-    if !(1..=deliveries::MAX_LIMIT).contains(&limit) {
-        return Err(ApiError::BadRequest(format!(
-            "limit must be 1..={}",
-            deliveries::MAX_LIMIT
-        )));
-    }
-    Ok(events::Filter {
-        status: status
-            .as_deref()
-            .map(events::check_status)
-            .transpose()
-            .map_err(|e| ApiError::BadRequest(e.to_string()))?,
-        endpoint,
-        limit,
-    })
-}
-
 /// Newest first, at most `limit`, and how many matched in all.
 async fn list_events(
     State(api): State<AdminApi>,
     query: Result<Query<EventQuery>, QueryRejection>,
 ) -> Result<Response, ApiError> {
-    let Query(q) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
-    let filter = event_filter(q.status, q.endpoint, q.limit.unwrap_or(DEFAULT_PAGE))?;
-    let listed = events::list(&api.pool, &filter).await.map_err(database)?;
-    let total = events::count(&api.pool, &filter).await.map_err(database)?;
-    let truncated = total > listed.len() as i64;
-    let note = truncated.then(|| {
-        format!(
-            "showing the newest {} of {} matching (limit {})",
-            deliveries::thousands(listed.len() as i64),
-            deliveries::thousands(total),
-            filter.limit
-        )
-    });
+    let Query(q) = query?;
+    let limit = check_limit(q.limit.unwrap_or(DEFAULT_PAGE))?;
+    let filter = events::Filter {
+        status: q.status,
+        endpoint: q.endpoint,
+        limit,
+    }
+    .checked()?;
+    let page = events::list(&api.pool, &filter).await?;
+    let note = page.remainder_note("limit", limit);
     Ok(Json(json!({
-        "events": listed,
-        "total": total,
-        "limit": filter.limit,
-        "truncated": truncated,
+        "events": page.events,
+        "total": page.total,
+        "limit": limit,
+        "truncated": note.is_some(),
         "note": note,
     }))
     .into_response())
@@ -425,8 +424,8 @@ async fn show_event(
     State(api): State<AdminApi>,
     id: Result<Path<Uuid>, PathRejection>,
 ) -> Result<Response, ApiError> {
-    let Path(id) = id.map_err(|e| ApiError::BadRequest(e.body_text()))?;
-    match events::show(&api.pool, id, None).await.map_err(database)? {
+    let Path(id) = id?;
+    match events::show(&api.pool, id, None).await? {
         Some(e) => Ok(Json(e).into_response()),
         None => Err(ApiError::NotFound(format!("no event {id}"))),
     }
@@ -439,6 +438,7 @@ struct EventReplayBody {
     ids: Vec<Uuid>,
     status: Option<String>,
     endpoint: Option<String>,
+    /// The most events the filter selects, oldest first (checked even without a filter).
     limit: Option<i64>,
     #[serde(default)]
     resend: bool,
@@ -451,29 +451,21 @@ async fn replay_events(
     client: Option<Extension<ClientInfo>>,
     body: Result<Json<EventReplayBody>, JsonRejection>,
 ) -> Result<Response, ApiError> {
-    let Json(b) = body.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let Json(b) = body?;
     let filtered = b.status.is_some() || b.endpoint.is_some();
     if b.ids.is_empty() && !filtered {
         return Err(ApiError::BadRequest(
             "name event ids, or select with status or endpoint".into(),
         ));
     }
-    let filter = event_filter(
-        b.status,
-        b.endpoint,
-        b.limit.unwrap_or(deliveries::DEFAULT_REPLAY_LIMIT),
-    )?;
-    let mut ids = b.ids;
-    let mut matched = 0;
-    if filtered {
-        ids.extend(events::ids(&api.pool, &filter).await.map_err(database)?);
-        matched = events::count(&api.pool, &filter).await.map_err(database)?;
+    let filter = events::Filter {
+        status: b.status,
+        endpoint: b.endpoint,
+        limit: check_limit(b.limit.unwrap_or(DEFAULT_REPLAY_LIMIT))?,
     }
-    ids.sort_unstable();
-    ids.dedup();
-    let replayed = events::replay_or_count(&api.pool, &ids, b.resend, b.dry_run)
-        .await
-        .map_err(database)?;
+    .checked()?;
+    let selected = events::selection(&api.pool, b.ids, filtered.then_some(&filter)).await?;
+    let replayed = events::replay_or_count(&api.pool, &selected.ids, b.resend, b.dry_run).await?;
     if !b.dry_run {
         tracing::info!(target: "wharf::audit", client = ?client.map(|c| c.0.addr),
             events = replayed.events, deliveries = replayed.deliveries, resend = b.resend,
@@ -481,8 +473,8 @@ async fn replay_events(
     }
     Ok(Json(json!({
         "dry_run": b.dry_run,
-        "matched": matched,
-        "selected": ids.len(),
+        "matched": selected.matched,
+        "selected": selected.ids.len(),
         "events": replayed.events,
         "deliveries": replayed.deliveries,
     }))

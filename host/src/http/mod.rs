@@ -18,7 +18,9 @@ mod public;
 mod tls;
 
 pub use admin::{METRICS_CONTENT_TYPE, admin_router, processing_admin_router};
-pub use admin_api::{AdminApi, MIN_TOKEN_BYTES, admin_tokens, client_token};
+pub use admin_api::{
+    AdminApi, AdminTokenError, MIN_TOKEN_BYTES, UnusableTokens, admin_tokens, client_token,
+};
 pub use client::{ClientInfo, TrustedProxies};
 pub use listener::{ConnLimits, Listener, SHED_WITHIN, serve_on};
 pub use public::{HttpState, public_router};

@@ -33,7 +33,73 @@ const QUIET: Duration = Duration::from_millis(200);
 const START_ATTEMPTS: u32 = 50;
 
 /// One read of both files: their bytes, or why they could not be read.
-type Read = Result<(Vec<u8>, Vec<u8>), String>;
+type Read = Result<(Vec<u8>, Vec<u8>), PairError>;
+
+/// Why a pair cannot serve. Messages name the file and never quote the key; each quotes its
+/// cause, so the cause is no `source` (a chain printed would say it twice).
+#[derive(Debug, thiserror::Error)]
+pub enum PairError {
+    #[error("{file} {}: {cause}", path.display())]
+    Unreadable {
+        file: &'static str,
+        path: PathBuf,
+        cause: std::io::Error,
+    },
+    /// The blocking read did not finish (a panic, or shutdown).
+    #[error("{0}")]
+    ReadTask(tokio::task::JoinError),
+    #[error("cert_file {}: not a PEM certificate chain ({cause})", cert_file.display())]
+    NotPem {
+        cert_file: PathBuf,
+        cause: rustls::pki_types::pem::Error,
+    },
+    #[error(
+        "cert_file {}: no CERTIFICATE block (the server certificate first, then intermediates)",
+        cert_file.display()
+    )]
+    NoCertificate { cert_file: PathBuf },
+    #[error("cert_file {}: the first certificate is not X.509 ({cause})", cert_file.display())]
+    NotX509 {
+        cert_file: PathBuf,
+        cause: x509_cert::der::Error,
+    },
+    #[error(
+        "key_file {}: no private key in it (PEM: PKCS#8, PKCS#1 or SEC1)",
+        key_file.display()
+    )]
+    NoKey { key_file: PathBuf },
+    #[error(
+        "key_file {} does not match the certificate in cert_file {}",
+        key_file.display(),
+        cert_file.display()
+    )]
+    Mismatch {
+        key_file: PathBuf,
+        cert_file: PathBuf,
+    },
+    #[error("key_file {}: {cause}", key_file.display())]
+    Key {
+        key_file: PathBuf,
+        cause: rustls::Error,
+    },
+}
+
+/// Why the pair cannot serve at start: the process stops with this.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsStartError {
+    #[error("[server.tls] {0}")]
+    Pair(PairError),
+    #[error(
+        "[server.tls] {} and {}: still changing after {START_ATTEMPTS} attempts to read them \
+         whole",
+        cert_file.display(),
+        key_file.display()
+    )]
+    StillChanging {
+        cert_file: PathBuf,
+        key_file: PathBuf,
+    },
+}
 
 /// The pair serving now, where it comes from, and the resolver rustls asks on each handshake.
 pub struct CertStore {
@@ -64,38 +130,37 @@ impl ResolvesServerCert for CertStore {
 impl CertStore {
     /// Loads the pair once both files read the same twice; a pair that does not load fails
     /// start with a message naming the file.
-    pub async fn open(files: &TlsConfig, metrics: Arc<Metrics>) -> anyhow::Result<Arc<Self>> {
+    pub async fn open(
+        files: &TlsConfig,
+        metrics: Arc<Metrics>,
+    ) -> Result<Arc<Self>, TlsStartError> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut seen = read(files);
         let mut attempts = 0;
-        let (cert_pem, key_pem) = loop {
-            let pair = seen
-                .clone()
-                .map_err(|e| anyhow::anyhow!("[server.tls] {e}"))?;
+        let pair = loop {
+            let pair = seen.map_err(TlsStartError::Pair)?;
             tokio::time::sleep(QUIET).await;
             let again = read(files);
-            if again == seen {
+            if again.as_ref().is_ok_and(|again| *again == pair) {
                 break pair;
             }
             seen = again;
             attempts += 1;
-            anyhow::ensure!(
-                attempts < START_ATTEMPTS,
-                "[server.tls] {} and {}: still changing after {START_ATTEMPTS} attempts to read \
-                 them whole",
-                files.cert_file.display(),
-                files.key_file.display()
-            );
+            if attempts >= START_ATTEMPTS {
+                return Err(TlsStartError::StillChanging {
+                    cert_file: files.cert_file.clone(),
+                    key_file: files.key_file.clone(),
+                });
+            }
         };
-        let loaded = load(files, &provider, &cert_pem, &key_pem)
-            .map_err(|e| anyhow::anyhow!("[server.tls] {e}"))?;
+        let loaded = load(files, &provider, &pair.0, &pair.1).map_err(TlsStartError::Pair)?;
         loaded.log("TLS certificate loaded");
         metrics.tls_cert_expiry(loaded.not_after);
         Ok(Arc::new(Self {
             files: files.clone(),
             provider,
             current: ArcSwap::from_pointee(loaded.key),
-            decided: Mutex::new(digest(&seen)),
+            decided: Mutex::new(digest(&Ok(pair))),
             metrics,
         }))
     }
@@ -150,7 +215,7 @@ impl CertStore {
             async move {
                 tokio::task::spawn_blocking(move || read(&files))
                     .await
-                    .unwrap_or_else(|e| Err(e.to_string()))
+                    .unwrap_or_else(|e| Err(PairError::ReadTask(e)))
             }
         };
         let mut seen = read_now().await;
@@ -163,7 +228,7 @@ impl CertStore {
                 _ = tokio::time::sleep(QUIET) => {}
             }
             let again = read_now().await;
-            if again == seen {
+            if digest(&again) == digest(&seen) {
                 self.decide(again);
                 return;
             }
@@ -226,33 +291,43 @@ fn load(
     provider: &CryptoProvider,
     cert_pem: &[u8],
     key_pem: &[u8],
-) -> Result<Loaded, String> {
-    let cert_file = files.cert_file.display();
-    let key_file = files.key_file.display();
+) -> Result<Loaded, PairError> {
+    let cert_file = || files.cert_file.clone();
+    let key_file = || files.key_file.clone();
     let chain = CertificateDer::pem_slice_iter(cert_pem)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("cert_file {cert_file}: not a PEM certificate chain ({e})"))?;
+        .map_err(|cause| PairError::NotPem {
+            cert_file: cert_file(),
+            cause,
+        })?;
     let Some(leaf) = chain.first() else {
-        return Err(format!(
-            "cert_file {cert_file}: no CERTIFICATE block (the server certificate first, then \
-             intermediates)"
-        ));
+        return Err(PairError::NoCertificate {
+            cert_file: cert_file(),
+        });
     };
     let not_after = x509_cert::Certificate::from_der(leaf.as_ref())
-        .map_err(|e| format!("cert_file {cert_file}: the first certificate is not X.509 ({e})"))?
+        .map_err(|cause| PairError::NotX509 {
+            cert_file: cert_file(),
+            cause,
+        })?
         .tbs_certificate
         .validity
         .not_after
         .to_unix_duration()
         .as_secs();
-    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|_| {
-        format!("key_file {key_file}: no private key in it (PEM: PKCS#8, PKCS#1 or SEC1)")
+    // The PEM error is not kept: it can carry the key file's text.
+    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|_| PairError::NoKey {
+        key_file: key_file(),
     })?;
     let key = CertifiedKey::from_der(chain, key, provider).map_err(|e| match e {
-        rustls::Error::InconsistentKeys(_) => {
-            format!("key_file {key_file} does not match the certificate in cert_file {cert_file}")
-        }
-        other => format!("key_file {key_file}: {other}"),
+        rustls::Error::InconsistentKeys(_) => PairError::Mismatch {
+            key_file: key_file(),
+            cert_file: cert_file(),
+        },
+        cause => PairError::Key {
+            key_file: key_file(),
+            cause,
+        },
     })?;
     Ok(Loaded {
         key,
@@ -262,8 +337,12 @@ fn load(
 }
 
 fn read(files: &TlsConfig) -> Read {
-    let one = |path: &Path, key: &str| {
-        std::fs::read(path).map_err(|e| format!("{key} {}: {e}", path.display()))
+    let one = |path: &Path, file: &'static str| {
+        std::fs::read(path).map_err(|cause| PairError::Unreadable {
+            file,
+            path: path.to_owned(),
+            cause,
+        })
     };
     Ok((
         one(&files.cert_file, "cert_file")?,
@@ -283,7 +362,7 @@ fn digest(read: &Read) -> [u8; 32] {
         }
         Err(e) => {
             hash.update(b"err");
-            hash.update(e.as_bytes());
+            hash.update(e.to_string().as_bytes());
         }
     }
     hash.finalize().into()

@@ -7,6 +7,8 @@ use sqlx::PgPool;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
+use super::error::OperatorError;
+use super::shared::{one_of, thousands};
 use crate::processing::{StoredPayload, event_bytes};
 use crate::support::sealing::PayloadKeys;
 
@@ -32,23 +34,47 @@ pub struct Summary {
 
 pub const STATUSES: [&str; 4] = ["PENDING", "PROCESSING", "PROCESSED", "FAILED"];
 
-pub fn check_status(status: &str) -> anyhow::Result<String> {
-    let upper = status.to_ascii_uppercase();
-    anyhow::ensure!(
-        STATUSES.contains(&upper.as_str()),
-        "status must be one of {}",
-        STATUSES.join(", ")
-    );
-    Ok(upper)
+impl Filter {
+    /// The filter with its status in the stored case, or what is wrong with it. The limit is
+    /// the caller's to bound.
+    pub fn checked(mut self) -> Result<Self, OperatorError> {
+        if let Some(status) = &self.status {
+            self.status = Some(one_of("status", status, &STATUSES)?);
+        }
+        Ok(self)
+    }
 }
 
-/// Newest first.
-pub async fn list(pool: &PgPool, filter: &Filter) -> anyhow::Result<Vec<Summary>> {
-    select(pool, filter, "DESC").await
+/// The newest events a filter matches, and how many it matched in all.
+#[derive(Debug)]
+pub struct Page {
+    pub events: Vec<Summary>,
+    pub total: i64,
+}
+
+impl Page {
+    /// What a list cut short by its `limit` leaves out, said once (`None` when it shows
+    /// everything); `limit_name` is how the caller spells the limit (`--limit`, `limit`).
+    pub fn remainder_note(&self, limit_name: &str, limit: i64) -> Option<String> {
+        (self.total > self.events.len() as i64).then(|| {
+            format!(
+                "showing the newest {} of {} matching ({limit_name} {limit})",
+                thousands(self.events.len() as i64),
+                thousands(self.total)
+            )
+        })
+    }
+}
+
+/// Newest first, at most the filter's limit, and how many matched in all (no silent cap).
+pub async fn list(pool: &PgPool, filter: &Filter) -> Result<Page, OperatorError> {
+    let events = select(pool, filter, "DESC").await?;
+    let total = count(pool, filter).await?;
+    Ok(Page { events, total })
 }
 
 /// How many events a filter matches (a list says when its limit left some out).
-pub async fn count(pool: &PgPool, filter: &Filter) -> anyhow::Result<i64> {
+async fn count(pool: &PgPool, filter: &Filter) -> Result<i64, OperatorError> {
     Ok(sqlx::query_scalar(
         "SELECT count(*) FROM webhook_inbox
          WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR endpoint_id = $2)",
@@ -60,7 +86,11 @@ pub async fn count(pool: &PgPool, filter: &Filter) -> anyhow::Result<i64> {
 }
 
 /// The events a filter selects, in `order` of reception (`ASC` or `DESC`, a constant).
-async fn select(pool: &PgPool, filter: &Filter, order: &str) -> anyhow::Result<Vec<Summary>> {
+async fn select(
+    pool: &PgPool,
+    filter: &Filter,
+    order: &str,
+) -> Result<Vec<Summary>, OperatorError> {
     let sql = format!(
         "SELECT inbox_id, status, endpoint_id, event_type, provider_event_id, attempt_count,
                 received_at, last_error
@@ -83,7 +113,7 @@ pub async fn show(
     pool: &PgPool,
     inbox_id: Uuid,
     payload_keys: Option<&PayloadKeys>,
-) -> anyhow::Result<Option<serde_json::Value>> {
+) -> Result<Option<serde_json::Value>, OperatorError> {
     let event: Option<serde_json::Value> = sqlx::query_scalar(
         "SELECT to_jsonb(e) FROM (
              SELECT inbox_id, provider, endpoint_id, provider_event_id, event_type, object_id,
@@ -167,7 +197,7 @@ pub struct Replayed {
 /// worker finds its `processed_events` marker and only re-plans deliveries. Events being
 /// processed right now are left alone. Attempt counts restart at zero, but claims are never
 /// reused: a worker or relay still holding a claim from before the replay changes nothing.
-pub async fn replay(pool: &PgPool, ids: &[Uuid], resend: bool) -> anyhow::Result<Replayed> {
+pub async fn replay(pool: &PgPool, ids: &[Uuid], resend: bool) -> Result<Replayed, OperatorError> {
     replay_or_count(pool, ids, resend, false).await
 }
 
@@ -178,7 +208,7 @@ pub async fn replay_or_count(
     ids: &[Uuid],
     resend: bool,
     dry_run: bool,
-) -> anyhow::Result<Replayed> {
+) -> Result<Replayed, OperatorError> {
     let mut tx = pool.begin().await?;
     let events = sqlx::query(
         "UPDATE webhook_inbox
@@ -209,8 +239,26 @@ pub async fn replay_or_count(
     Ok(Replayed { events, deliveries })
 }
 
-/// The ids a filter selects (for replay by filter), oldest first.
-pub async fn ids(pool: &PgPool, filter: &Filter) -> anyhow::Result<Vec<Uuid>> {
-    let selected = select(pool, filter, "ASC").await?;
-    Ok(selected.into_iter().map(|e| e.inbox_id).collect())
+/// What a replay names: the ids given and those a filter selects (oldest first, at most its
+/// limit), each once, and how many the filter matched in all (0 without one).
+#[derive(Debug, Default)]
+pub struct Selection {
+    pub ids: Vec<Uuid>,
+    pub matched: i64,
+}
+
+pub async fn selection(
+    pool: &PgPool,
+    mut ids: Vec<Uuid>,
+    filter: Option<&Filter>,
+) -> Result<Selection, OperatorError> {
+    let mut matched = 0;
+    if let Some(filter) = filter {
+        let selected = select(pool, filter, "ASC").await?;
+        ids.extend(selected.into_iter().map(|e| e.inbox_id));
+        matched = count(pool, filter).await?;
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    Ok(Selection { ids, matched })
 }

@@ -10,6 +10,7 @@ use serde::Serialize;
 use sqlx::PgPool;
 use uuid::Uuid;
 
+use super::error::OperatorError;
 use crate::processing::StoredPayload;
 use crate::support::columns::column;
 use crate::support::sealing::PayloadKeys;
@@ -32,7 +33,7 @@ pub async fn reencrypt(
     keys: &PayloadKeys,
     batch: i64,
     mut progress: impl FnMut(&Resealed),
-) -> anyhow::Result<Resealed> {
+) -> Result<Resealed, OperatorError> {
     let current = keys.current_id();
     let mut done = Resealed::default();
     let mut after = Uuid::nil();

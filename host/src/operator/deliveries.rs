@@ -12,10 +12,11 @@ use sqlx::{PgPool, Postgres, QueryBuilder};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
+use super::error::OperatorError;
+use super::shared::{check_limit, check_range, one_of, thousands};
+
 pub const STATUSES: [&str; 3] = ["PENDING", "SENT", "FAILED"];
 pub const SINKS: [&str; 2] = ["http", "nats"];
-/// The largest page, and the most deliveries one replay by filter selects.
-pub const MAX_LIMIT: i64 = 10_000;
 
 /// Which deliveries: every field set must hold. `since` is inclusive, `until` exclusive,
 /// both on `created_at` (when the delivery was planned).
@@ -35,26 +36,14 @@ pub struct Filter {
 
 impl Filter {
     /// The filter with its status and sink in their stored case, or what is wrong with it.
-    pub fn checked(mut self) -> Result<Self, String> {
+    pub fn checked(mut self) -> Result<Self, OperatorError> {
         if let Some(status) = &self.status {
-            let upper = status.to_ascii_uppercase();
-            if !STATUSES.contains(&upper.as_str()) {
-                return Err(format!("status must be one of {}", STATUSES.join(", ")));
-            }
-            self.status = Some(upper);
+            self.status = Some(one_of("status", status, &STATUSES)?);
         }
         if let Some(sink) = &self.sink {
-            let lower = sink.to_ascii_lowercase();
-            if !SINKS.contains(&lower.as_str()) {
-                return Err(format!("sink must be one of {}", SINKS.join(", ")));
-            }
-            self.sink = Some(lower);
+            self.sink = Some(one_of("sink", sink, &SINKS)?);
         }
-        if let (Some(since), Some(until)) = (self.since, self.until)
-            && since >= until
-        {
-            return Err("since must be before until".into());
-        }
+        check_range(self.since, self.until)?;
         Ok(self)
     }
 
@@ -147,38 +136,6 @@ impl Page {
     }
 }
 
-/// `12345` as `12,345`.
-pub fn thousands(n: i64) -> String {
-    let digits = n.unsigned_abs().to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    if n < 0 { format!("-{out}") } else { out }
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum QueryError {
-    /// The request itself is wrong (a bad filter, a cursor that names no delivery).
-    #[error("{0}")]
-    Invalid(String),
-    #[error(transparent)]
-    Database(#[from] sqlx::Error),
-}
-
-fn check_limit(limit: i64) -> Result<(), QueryError> {
-    if (1..=MAX_LIMIT).contains(&limit) {
-        Ok(())
-    } else {
-        Err(QueryError::Invalid(format!(
-            "limit must be 1..={MAX_LIMIT}"
-        )))
-    }
-}
-
 /// Up to `limit` deliveries the filter matches after `after`, oldest first, and how many
 /// matched in all.
 pub async fn list(
@@ -186,7 +143,7 @@ pub async fn list(
     filter: &Filter,
     after: Option<Uuid>,
     limit: i64,
-) -> Result<Page, QueryError> {
+) -> Result<Page, OperatorError> {
     check_limit(limit)?;
     if let Some(after) = after {
         let known: bool =
@@ -195,9 +152,7 @@ pub async fn list(
                 .fetch_one(pool)
                 .await?;
         if !known {
-            return Err(QueryError::Invalid(format!(
-                "after: no delivery {after} (it names the last delivery of the previous page)"
-            )));
+            return Err(OperatorError::UnknownCursor(after));
         }
     }
     let mut q = QueryBuilder::new(SUMMARY_COLUMNS);
@@ -225,7 +180,7 @@ pub async fn list(
 pub async fn show(
     pool: &PgPool,
     delivery_id: Uuid,
-) -> Result<Option<serde_json::Value>, QueryError> {
+) -> Result<Option<serde_json::Value>, OperatorError> {
     Ok(sqlx::query_scalar(
         "SELECT to_jsonb(d) || jsonb_build_object('event', to_jsonb(e)) FROM
              (SELECT delivery_id, inbox_id, sink, target, status, attempt_count, max_attempts,
@@ -252,8 +207,6 @@ pub struct ReplayRequest {
     pub resend: bool,
     pub dry_run: bool,
 }
-
-pub const DEFAULT_REPLAY_LIMIT: i64 = 1000;
 
 /// What a replay did (or, in a dry run, would do).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -315,15 +268,11 @@ impl Replayed {
 /// ones waiting for a retry (due now, attempts afresh), and `SENT` ones with `resend`. One a
 /// relay is sending right now keeps its claim. The relays send them again with the same
 /// `Idempotency-Key`.
-pub async fn replay(pool: &PgPool, request: &ReplayRequest) -> Result<Replayed, QueryError> {
+pub async fn replay(pool: &PgPool, request: &ReplayRequest) -> Result<Replayed, OperatorError> {
     check_limit(request.limit)?;
     let filtered = !request.filter.is_empty();
     if request.ids.is_empty() && !filtered {
-        return Err(QueryError::Invalid(
-            "name delivery ids, or select with a filter (status, target, sink, endpoint, since, \
-             until)"
-                .into(),
-        ));
+        return Err(OperatorError::NothingSelected);
     }
     let mut tx = pool.begin().await?;
     let mut ids = request.ids.clone();
@@ -404,15 +353,6 @@ pub async fn replay(pool: &PgPool, request: &ReplayRequest) -> Result<Replayed, 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn thousands_separators() {
-        assert_eq!(thousands(0), "0");
-        assert_eq!(thousands(999), "999");
-        assert_eq!(thousands(1000), "1,000");
-        assert_eq!(thousands(2345678), "2,345,678");
-        assert_eq!(thousands(-12345), "-12,345");
-    }
 
     #[test]
     fn filters_are_checked_and_normalised() {

@@ -1,0 +1,61 @@
+//! `wharf payloads new-key|reencrypt`: make a payload key, and seal the stored payloads under
+//! the current one after a rotation (the pass is `crate::operator::payloads`).
+
+use std::path::Path;
+
+use clap::Subcommand;
+
+use super::resolve::load_config;
+use crate::config::Config;
+use crate::support::sealing;
+
+#[derive(Subcommand)]
+pub enum PayloadsCommand {
+    /// Print a new random payload key, as a key file line and as `WHARF_PAYLOAD_KEY`.
+    NewKey {
+        /// The key's id (stored beside every payload it seals): for example the month.
+        #[arg(long)]
+        id: String,
+    },
+    /// Seal every stored payload not under the current key with it, in bounded batches
+    /// (safe beside serving; run it again after an interruption).
+    Reencrypt {
+        #[arg(long, default_value_t = 500)]
+        batch: i64,
+    },
+}
+
+pub async fn run(command: PayloadsCommand, config_file: &Path) -> anyhow::Result<()> {
+    match command {
+        PayloadsCommand::NewKey { id } => {
+            let (line, env) = sealing::new_key(&id);
+            println!("# in the key file's [keys] table (set current = {id:?} to seal with it):");
+            println!("{line}");
+            println!("# or in the environment:");
+            println!("{}={env}", sealing::KEY_ENV);
+            Ok(())
+        }
+        PayloadsCommand::Reencrypt { batch } => reencrypt(&load_config(config_file)?, batch).await,
+    }
+}
+
+async fn reencrypt(config: &Config, batch: i64) -> anyhow::Result<()> {
+    anyhow::ensure!((1..=10_000).contains(&batch), "--batch must be 1..=10000");
+    let keys = config.payload_keys()?;
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect(config.database_url())
+        .await?;
+    let done = crate::operator::payloads::reencrypt(&pool, &keys, batch, |so_far| {
+        eprintln!("resealed {} of {} found", so_far.resealed, so_far.found);
+    })
+    .await?;
+    println!("{}", serde_json::to_string(&done)?);
+    anyhow::ensure!(
+        done.unreadable.is_empty(),
+        "{} payloads did not open with the configured keys (listed above); they keep their \
+         old key",
+        done.unreadable.len()
+    );
+    Ok(())
+}

@@ -1,0 +1,67 @@
+//! `wharf serve`, `wharf worker` and `wharf migrate`: run the receiver, or processing alone,
+//! until SIGINT or SIGTERM; apply the migrations.
+
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::server::{ProcessingHost, Server, ServerOptions};
+
+/// Runs the receiver until SIGINT or SIGTERM, then shuts down gracefully. Prints one line
+/// of JSON to stdout with the bound addresses (useful with port 0).
+pub async fn serve(config: Config) -> anyhow::Result<()> {
+    let server = Server::start(config, ServerOptions::default()).await?;
+    println!(
+        "{}",
+        serde_json::json!({"listening": server.addr.to_string(),
+            "admin": server.admin_addr.map(|a| a.to_string())})
+    );
+    tracing::info!(listen = %server.addr, admin = ?server.admin_addr, "wharf serving");
+    cancel_on_signal(server.cancel_token());
+    server.run_until_cancelled().await
+}
+
+/// Runs processing alone until SIGINT or SIGTERM. Prints one line of JSON to stdout once
+/// started.
+pub async fn work(
+    config: Config,
+    count: usize,
+    admin: Option<std::net::SocketAddr>,
+) -> anyhow::Result<()> {
+    let host = ProcessingHost::start(config, count, admin).await?;
+    println!(
+        "{}",
+        serde_json::json!({ "workers": count, "admin": host.admin_addr.map(|a| a.to_string()) })
+    );
+    tracing::info!(workers = count, "wharf worker processing");
+    cancel_on_signal(host.cancel_token());
+    host.run_until_cancelled().await
+}
+
+/// Applies the migrations over one connection.
+pub async fn migrate(database_url: &str) -> anyhow::Result<()> {
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect(database_url)
+        .await?;
+    crate::ingest::MIGRATOR.run(&pool).await?;
+    println!("migrations applied");
+    Ok(())
+}
+
+/// Cancels `token` at the first SIGINT or SIGTERM.
+fn cancel_on_signal(token: CancellationToken) {
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        tracing::info!("shutting down");
+        token.cancel();
+    });
+}
+
+async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("signal handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}

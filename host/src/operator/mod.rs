@@ -1,0 +1,17 @@
+//! Operator queries: what `wharf events|deliveries|payloads` and the admin API ask of the
+//! database, each asked the same way from both, with one error type.
+//!
+//! - `events`: list, show and replay accepted events
+//! - `deliveries`: list, show and replay deliveries to route targets, a page at a time
+//! - `payloads`: re-encrypt stored payloads under the current key
+//! - `shared`: what the queries share: limits, status lists, time ranges, counts for people
+//! - `error`: `OperatorError`, a request that is wrong or a database that failed
+
+pub mod deliveries;
+mod error;
+pub mod events;
+pub mod payloads;
+mod shared;
+
+pub use error::OperatorError;
+pub use shared::{DEFAULT_REPLAY_LIMIT, MAX_LIMIT, check_limit, thousands};
