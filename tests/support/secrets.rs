@@ -1,0 +1,159 @@
+//! Secret sets (versions, expiry, public keys) and endpoints, written as the secrets file and
+//! the `[[endpoint]]` tables a test app or a [`super::offline::Verifier`] reads.
+
+use super::signing::default_secrets;
+
+/// Long past, for a version that has expired whatever clock a test pins.
+pub const EXPIRED: &str = "2001-01-01T00:00:00Z";
+/// Far ahead, for an older version still trusted during a rotation.
+pub const UNEXPIRED: &str = "2999-01-01T00:00:00Z";
+
+/// One version of a secret set.
+#[derive(Clone, Debug)]
+pub struct Version {
+    name: String,
+    /// `value` (a shared secret) or `public_key`.
+    field: &'static str,
+    secret: String,
+    expires_at: Option<String>,
+}
+
+/// A shared-secret version.
+pub fn value(version: &str, secret: &str) -> Version {
+    Version {
+        name: version.to_owned(),
+        field: "value",
+        secret: secret.to_owned(),
+        expires_at: None,
+    }
+}
+
+/// A public-key version.
+pub fn public_key(version: &str, key: &str) -> Version {
+    Version {
+        field: "public_key",
+        ..value(version, key)
+    }
+}
+
+impl Version {
+    /// This version expires (or expired) at `at` (RFC 3339).
+    pub fn expires(mut self, at: &str) -> Self {
+        self.expires_at = Some(at.to_owned());
+        self
+    }
+}
+
+/// A secrets file's text, built set by set.
+#[derive(Clone, Debug)]
+pub struct SecretsFile(String);
+
+impl SecretsFile {
+    /// The default sets ([`default_secrets`]) and nothing else yet.
+    pub fn new() -> Self {
+        Self(default_secrets())
+    }
+
+    /// Set `name`, newest version first.
+    pub fn set(mut self, name: &str, versions: impl IntoIterator<Item = Version>) -> Self {
+        for v in versions {
+            self.0.push_str(&format!(
+                "\n[[{name}]]\nversion = \"{}\"\n{} = \"{}\"\n",
+                v.name, v.field, v.secret
+            ));
+            if let Some(at) = &v.expires_at {
+                self.0.push_str(&format!("expires_at = \"{at}\"\n"));
+            }
+        }
+        self
+    }
+
+    /// The three sets a provider test checks keys with: `name` holding `current` only,
+    /// `{name}-rolled` holding `other` as `current` then `current` as `previous` (a rotation
+    /// under way), and `{name}-expired` the same with `previous` expired.
+    pub fn rotations(self, name: &str, current: &str, other: &str) -> Self {
+        self.set(name, [value("v1", current)])
+            .set(
+                &format!("{name}-rolled"),
+                [value("current", other), value("previous", current)],
+            )
+            .set(
+                &format!("{name}-expired"),
+                [
+                    value("current", other),
+                    value("previous", current).expires(EXPIRED),
+                ],
+            )
+    }
+
+    pub fn text(&self) -> String {
+        self.0.clone()
+    }
+}
+
+impl Default for SecretsFile {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl From<SecretsFile> for String {
+    fn from(file: SecretsFile) -> String {
+        file.0
+    }
+}
+
+/// One `[[endpoint]]` table.
+#[derive(Clone, Debug)]
+pub struct Endpoint {
+    id: String,
+    adapter: String,
+    secret: String,
+    lines: String,
+}
+
+/// Endpoint `id` on `adapter`, verified with the set named like it.
+pub fn endpoint(id: &str, adapter: &str) -> Endpoint {
+    Endpoint {
+        id: id.to_owned(),
+        adapter: adapter.to_owned(),
+        secret: id.to_owned(),
+        lines: String::new(),
+    }
+}
+
+impl Endpoint {
+    /// Verified with set `name` instead.
+    pub fn secret(mut self, name: &str) -> Self {
+        self.secret = name.to_owned();
+        self
+    }
+
+    pub fn public_url(self, url: &str) -> Self {
+        self.line(&format!("public_url = \"{url}\""))
+    }
+
+    /// Any further line of the table, as TOML.
+    pub fn line(mut self, toml: &str) -> Self {
+        self.lines.push_str(toml);
+        self.lines.push('\n');
+        self
+    }
+
+    pub fn toml(&self) -> String {
+        format!(
+            "\n[[endpoint]]\nid = \"{}\"\nadapter = \"{}\"\nsecret = \"{}\"\n{}",
+            self.id, self.adapter, self.secret, self.lines
+        )
+    }
+}
+
+/// The tables of `endpoints`, in order.
+pub fn endpoints(endpoints: impl IntoIterator<Item = Endpoint>) -> String {
+    endpoints.into_iter().map(|e| e.toml()).collect()
+}
+
+/// One endpoint per id on `adapter`, each verified with the set named like it.
+pub fn endpoints_on(adapter: &str, ids: &[&str]) -> String {
+    endpoints(ids.iter().map(|id| endpoint(id, adapter)))
+}
