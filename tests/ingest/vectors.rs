@@ -198,7 +198,7 @@ async fn stripe_signatures_and_mutations() {
     let v = verifier(t + 10).await;
     let body = stripe_event("evt_1Q");
     let header = stripe_header(STRIPE_SECRET, t, body.as_bytes());
-    let headers = headers(&[("Stripe-Signature", &header)]);
+    let headers = pairs(&[("Stripe-Signature", &header)]);
     let signature = |value: &str| with(&headers, "Stripe-Signature", value);
 
     let shifted = header.replacen(&format!("t={t}"), &format!("t={}", t + 1), 1);
@@ -343,7 +343,7 @@ async fn verified_but_unparseable_body_is_malformed() {
     let body = "not json";
     let header = stripe_header(STRIPE_SECRET, t, body.as_bytes());
     let malformed = Verdict::Rejected(400, "malformed");
-    let h = headers(&[("stripe-signature", &header)]);
+    let h = pairs(&[("stripe-signature", &header)]);
     v.expect("stripe", &h, body, malformed, "not json").await;
 }
 
@@ -358,7 +358,7 @@ async fn an_endpoint_may_tighten_the_tolerance() {
     let body = stripe_event("evt_tolerance");
     let signed_at = |at: i64| {
         let header = stripe_header(STRIPE_SECRET, at, body.as_bytes());
-        headers(&[("stripe-signature", &header)])
+        pairs(&[("stripe-signature", &header)])
     };
     let b = body.as_str();
     v.expect("stripe-strict", &signed_at(t), b, STALE_TIMESTAMP, "strict")
@@ -450,7 +450,7 @@ async fn slack_vector_is_stored_once_and_the_handshake_answered() {
     let mut message = format!("v0:{signed_at}:").into_bytes();
     message.extend_from_slice(challenge.as_bytes());
     let mac = hex::encode(hmac_sha256(vector.key.as_bytes(), &message));
-    let handshake = headers(&[
+    let handshake = pairs(&[
         ("X-Slack-Request-Timestamp", &signed_at.to_string()),
         ("X-Slack-Signature", &format!("v0={mac}")),
         ("content-type", "application/json"),

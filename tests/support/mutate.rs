@@ -5,8 +5,8 @@
 pub type Headers = Vec<(String, String)>;
 
 /// Owned pairs from borrowed ones.
-pub fn headers(pairs: &[(&str, &str)]) -> Headers {
-    pairs
+pub fn pairs(borrowed: &[(&str, &str)]) -> Headers {
+    borrowed
         .iter()
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
         .collect()

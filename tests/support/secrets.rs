@@ -157,3 +157,15 @@ pub fn endpoints(endpoints: impl IntoIterator<Item = Endpoint>) -> String {
 pub fn endpoints_on(adapter: &str, ids: &[&str]) -> String {
     endpoints(ids.iter().map(|id| endpoint(id, adapter)))
 }
+
+/// The endpoints of [`SecretsFile::rotations`] on `adapter`: `name`, `{name}-rolled` and
+/// `{name}-expired` at `public_url`, and `{name}-no-url` on set `name` with none.
+pub fn rotation_endpoints(name: &str, adapter: &str, public_url: &str) -> String {
+    let at = |id: String| endpoint(&id, adapter).public_url(public_url);
+    endpoints([
+        at(name.to_owned()),
+        at(format!("{name}-rolled")),
+        at(format!("{name}-expired")),
+        endpoint(&format!("{name}-no-url"), adapter).secret(name),
+    ])
+}
