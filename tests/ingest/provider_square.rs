@@ -32,8 +32,8 @@ async fn square_published_vectors() {
             &app,
             |_| vec![],
             |_, v| {
-                let has_event = serde_json::from_str::<Value>(&v.body)
-                    .is_ok_and(|b| b["event_id"].is_string());
+                let has_event =
+                    serde_json::from_str::<Value>(&v.body).is_ok_and(|b| b["event_id"].is_string());
                 match (v.valid(), has_event) {
                     (true, true) => (200, "accepted"),
                     // The SDK tests sign bodies that are no Square event (no event_id): they
@@ -99,7 +99,12 @@ async fn square_mutations_and_keys() {
     let legacy = pairs(&[("x-square-signature", "9t271vapUXX6l58etzbxXGR/pJo=")]);
     for (what, target, h, b) in [
         ("body byte", at, headers.clone(), flip_body_byte(&body)),
-        ("signature", at, with(&headers, SIG, &flip_char(&sig, 5)), b()),
+        (
+            "signature",
+            at,
+            with(&headers, SIG, &flip_char(&sig, 5)),
+            b(),
+        ),
         ("other query", "square?tenant=other", headers.clone(), b()),
         ("no query", "square", headers.clone(), b()),
         ("more query", "square?tenant=acme&x=1", headers.clone(), b()),
@@ -107,9 +112,19 @@ async fn square_mutations_and_keys() {
         ("legacy", at, legacy, b()),
         ("repeated", at, twice(&headers, SIG), b()),
         // No public_url: the adapter refuses with 401 rather than the host's 503.
-        ("no public_url", "square-no-url?tenant=acme", headers.clone(), b()),
+        (
+            "no public_url",
+            "square-no-url?tenant=acme",
+            headers.clone(),
+            b(),
+        ),
         // The only matching key version has expired.
-        ("expired key", "square-expired?tenant=acme", headers.clone(), b()),
+        (
+            "expired key",
+            "square-expired?tenant=acme",
+            headers.clone(),
+            b(),
+        ),
     ] {
         v.expect(target, &h, b, INVALID_SIGNATURE, what).await;
     }

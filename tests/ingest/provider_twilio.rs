@@ -116,7 +116,12 @@ async fn twilio_mutations_and_keys() {
             headers.clone(),
             format!("{V0_BODY}&Extra=1").into_bytes(),
         ),
-        ("signature", V0_AT, signed("RSOYDt4T1cUTdK1PDd93/VVr8B9="), b()),
+        (
+            "signature",
+            V0_AT,
+            signed("RSOYDt4T1cUTdK1PDd93/VVr8B9="),
+            b(),
+        ),
         ("tw?foo=1&bar=3", "tw?foo=1&bar=3", headers.clone(), b()),
         ("tw", "tw", headers.clone(), b()),
         ("tw?bar=2&foo=1", "tw?bar=2&foo=1", headers.clone(), b()),
@@ -124,8 +129,18 @@ async fn twilio_mutations_and_keys() {
         ("repeated signature", V0_AT, twice(&headers, SIG), b()),
         ("missing signature", V0_AT, without(&headers, SIG), b()),
         ("SHA1 signature claimed as SHA256", V0_AT, sha256, b()),
-        ("no public_url", "tw-no-url?foo=1&bar=2", headers.clone(), b()),
-        ("expired key", "tw-expired?foo=1&bar=2", headers.clone(), b()),
+        (
+            "no public_url",
+            "tw-no-url?foo=1&bar=2",
+            headers.clone(),
+            b(),
+        ),
+        (
+            "expired key",
+            "tw-expired?foo=1&bar=2",
+            headers.clone(),
+            b(),
+        ),
     ];
     for (what, target, h, b) in cases {
         v.expect(target, &h, b, INVALID_SIGNATURE, what).await;
@@ -139,8 +154,14 @@ async fn twilio_mutations_and_keys() {
         (SIG, "a9nBmqA0ju/hNViExpshrM61xv4="),
     ]);
     let tampered = json_body.replace("true", "false");
-    v.expect(json_at, &json_headers, tampered, INVALID_SIGNATURE, "JSON body")
-        .await;
+    v.expect(
+        json_at,
+        &json_headers,
+        tampered,
+        INVALID_SIGNATURE,
+        "JSON body",
+    )
+    .await;
     v.expect(
         V0_AT,
         &json_headers,
@@ -203,7 +224,9 @@ async fn twilio_acknowledgement_duplicates_and_a_rolled_key() {
         "a duplicate adds nothing"
     );
 
-    let rolled = app.post("tw-rolled?foo=1&bar=2", &refs(&headers), V0_BODY).await;
+    let rolled = app
+        .post("tw-rolled?foo=1&bar=2", &refs(&headers), V0_BODY)
+        .await;
     assert_eq!(rolled.status, 200);
     let version: String = sqlx::query_scalar(
         "SELECT matched_secret_version FROM webhook_inbox WHERE endpoint_id = 'tw-rolled'",

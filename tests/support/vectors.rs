@@ -10,6 +10,7 @@ use super::app::{TestApp, TestAppBuilder};
 use super::files::repo_root;
 use super::http::{Answer, refs};
 use super::mutate::{Headers, header};
+use super::offline::{Verdict, Verifier};
 use super::secrets::{SecretsFile, Version, endpoint};
 
 /// One file of `tests/vectors/`.
@@ -196,5 +197,29 @@ impl Published {
             answers.push(answer);
         }
         answers
+    }
+}
+
+impl Published {
+    /// The vectors' endpoints and secrets with no database, `adapter` (`gitlab.wasm`) loaded.
+    pub async fn verifier(&self, adapter: &str, now: i64) -> Verifier {
+        Verifier::of(adapter, &self.endpoints, self.secrets.clone(), now).await
+    }
+
+    /// Verifies every vector at the instant `at(vector)` and checks the verdict against
+    /// `want(i, vector)`.
+    pub async fn verify(
+        &self,
+        mut verifier: Verifier,
+        at: impl Fn(&Vector) -> i64,
+        want: impl Fn(usize, &Vector) -> Verdict,
+    ) {
+        for (i, v) in self.vectors.iter().enumerate() {
+            verifier = verifier.at(at(v));
+            let got = verifier
+                .post(&self.path(i), &v.headers, v.body.as_str())
+                .await;
+            assert_eq!(got, want(i, v), "vector {i}: {}", v.why);
+        }
     }
 }
