@@ -126,8 +126,10 @@ pub struct Published {
     pub vectors: Vec<Vector>,
     /// `{prefix}-{i}` for vector `i`.
     prefix: String,
-    endpoints: String,
-    secrets: SecretsFile,
+    /// The endpoints' tables; a test may add its own.
+    pub endpoints: String,
+    /// Their secret sets; a test may add its own.
+    pub secrets: SecretsFile,
 }
 
 impl Published {
