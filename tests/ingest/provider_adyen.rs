@@ -6,7 +6,7 @@
 use crate::support::mutate::{flip_byte, pairs};
 use crate::support::offline::{INVALID_SIGNATURE, Verdict, Verifier};
 use crate::support::secrets::{SecretsFile, UNEXPIRED, endpoint, endpoints, value};
-use crate::support::{app::*, signing::*, text::post_text, vectors::*};
+use crate::support::{app::*, signing::*, stored::*, text::post_text, vectors::*};
 use base64::Engine as _;
 use serde_json::{Value, json};
 
@@ -89,21 +89,11 @@ fn body(items: &[Value]) -> String {
     serde_json::to_string_pretty(&json!({"live": "false", "notificationItems": wrapped})).unwrap()
 }
 
-/// The stored rows: event id and the bytes of the body its payload span covers.
+/// The stored rows: event id and the JSON its payload span covers.
 async fn stored(app: &TestApp, body: &str) -> Vec<(String, Value)> {
-    let rows: Vec<(String, i64, i64)> = sqlx::query_as(
-        "SELECT provider_event_id, payload_start, payload_end FROM webhook_inbox ORDER BY payload_start",
-    )
-    .fetch_all(&app.db)
-    .await
-    .unwrap();
-    rows.into_iter()
-        .map(|(id, a, z)| {
-            (
-                id,
-                serde_json::from_str(&body[a as usize..z as usize]).unwrap(),
-            )
-        })
+    let spans = spans(app, body.as_bytes()).await.into_iter();
+    spans
+        .map(|(id, span)| (id, serde_json::from_slice(span).unwrap()))
         .collect()
 }
 
@@ -117,10 +107,7 @@ async fn published_item_vectors() {
         .collect();
     assert!(items.len() >= 10);
     let published = Published::new(&items, "adyen", "adyen", value);
-    let app = published
-        .app(TestApp::builder().add_adapter("adyen.wasm"))
-        .start()
-        .await;
+    let app = published.start("adyen.wasm").await;
     let mut rows = 0;
     for (i, v) in items.iter().enumerate() {
         let (endpoint, body, why) = (published.path(i), v.body.as_str(), &v.why);

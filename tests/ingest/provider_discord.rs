@@ -6,7 +6,7 @@
 
 use crate::support::offline::{INVALID_SIGNATURE, STALE_TIMESTAMP, Verdict, Verifier};
 use crate::support::secrets::{SecretsFile, UNEXPIRED, endpoints_on, public_key};
-use crate::support::{app::*, http::*, mutate::*};
+use crate::support::{app::*, http::*, mutate::*, stored::*};
 use ed25519_dalek::{Signer, SigningKey};
 
 const NOW: i64 = 1_796_154_313;
@@ -165,12 +165,7 @@ async fn interactions_and_events_are_stored_once() {
         1,
         "the redelivery is a duplicate"
     );
-    let (id, kind, version): (String, String, String) = sqlx::query_as(
-        "SELECT provider_event_id, event_type, matched_secret_version FROM webhook_inbox",
-    )
-    .fetch_one(&app.db)
-    .await
-    .unwrap();
+    let (id, kind, version) = only_event(&app).await;
     assert_eq!(
         (id.as_str(), kind.as_str(), version.as_str()),
         (

@@ -6,7 +6,7 @@ use base64::Engine as _;
 
 use crate::support::offline::{INVALID_SIGNATURE, Verdict, Verifier};
 use crate::support::secrets::{SecretsFile, Version, endpoint, endpoints, value};
-use crate::support::{app::*, http::*, mutate::*, signing::*, vectors::*};
+use crate::support::{app::*, mutate::*, signing::*, stored::*, vectors::*};
 
 const TOKEN: &str = "glwt-dqWIOjhWeehmdVAMU47vQ2T4";
 /// A GitLab signing token (`whsec_` + base64 of 32 bytes), from research/gitlab/generated.json.
@@ -90,51 +90,42 @@ async fn gitlab_token_refusals() {
 async fn gitlab_token_dedup() {
     let app = app().await;
     // The right token (the set's previous version): accepted under Idempotency-Key.
-    let answer = app
-        .post("gitlab", &refs(&headers(TOKEN, KEY, "r1")), BODY)
-        .await;
-    assert_eq!(
-        (answer.status, answer.code()),
+    expect_answer(
+        &app,
+        "gitlab",
+        &headers(TOKEN, KEY, "r1"),
+        BODY,
         (200, "accepted"),
-        "{answer:?}"
-    );
-    let (id, kind, version): (String, String, String) = sqlx::query_as(
-        "SELECT provider_event_id, event_type, matched_secret_version FROM webhook_inbox",
     )
-    .fetch_one(&app.db)
-    .await
-    .unwrap();
+    .await;
+    let (id, kind, version) = only_event(&app).await;
     assert_eq!(
         (id.as_str(), kind.as_str(), version.as_str()),
         (KEY, "Push Hook", "t1")
     );
 
     // A retry or a manual resend keeps Idempotency-Key (the per-request UUIDs change).
-    let answer = app
-        .post("gitlab", &refs(&headers(TOKEN, KEY, "r2")), BODY)
-        .await;
-    assert_eq!(
-        (answer.status, answer.code()),
+    expect_answer(
+        &app,
+        "gitlab",
+        &headers(TOKEN, KEY, "r2"),
+        BODY,
         (200, "duplicate"),
-        "{answer:?}"
-    );
+    )
+    .await;
     assert_eq!(app.count("webhook_inbox").await, 1);
 
     // The documented limit: a token signs nothing, so a changed body under the right token and
     // a new key is accepted. Body integrity needs a signing token (next test).
     let tampered = flip_byte(BODY, 20);
-    let answer = app
-        .post(
-            "gitlab",
-            &refs(&headers(TOKEN, "other-key", "r3")),
-            tampered,
-        )
-        .await;
-    assert_eq!(
-        (answer.status, answer.code()),
+    expect_answer(
+        &app,
+        "gitlab",
+        &headers(TOKEN, "other-key", "r3"),
+        tampered,
         (200, "accepted"),
-        "{answer:?}"
-    );
+    )
+    .await;
     assert_eq!(app.count("webhook_inbox").await, 2);
 }
 
@@ -188,23 +179,23 @@ async fn gitlab_signing_tokens_verify_with_the_standard_webhooks_adapter() {
 async fn gitlab_signed_retries_are_duplicates() {
     let app = app().await;
     let (id, t) = (SIGNED_ID, now());
-    let answer = app
-        .post("gitlab-signed", &refs(&signed(id, t, BODY)), BODY)
-        .await;
-    assert_eq!(
-        (answer.status, answer.code()),
+    expect_answer(
+        &app,
+        "gitlab-signed",
+        &signed(id, t, BODY),
+        BODY,
         (200, "accepted"),
-        "{answer:?}"
-    );
+    )
+    .await;
     // A retry is signed again at a later time under the same webhook-id (= Idempotency-Key).
-    let answer = app
-        .post("gitlab-signed", &refs(&signed(id, t + 60, BODY)), BODY)
-        .await;
-    assert_eq!(
-        (answer.status, answer.code()),
+    expect_answer(
+        &app,
+        "gitlab-signed",
+        &signed(id, t + 60, BODY),
+        BODY,
         (200, "duplicate"),
-        "{answer:?}"
-    );
+    )
+    .await;
     let stored: String = sqlx::query_scalar("SELECT provider_event_id FROM webhook_inbox")
         .fetch_one(&app.db)
         .await

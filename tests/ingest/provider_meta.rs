@@ -4,7 +4,7 @@
 
 use crate::support::offline::{INVALID_SIGNATURE, Verdict, Verifier};
 use crate::support::secrets::{SecretsFile, endpoint, endpoints, value};
-use crate::support::{app::*, get::*, http::*, mutate::*, signing::*, vectors::*};
+use crate::support::{app::*, get::*, http::*, mutate::*, signing::*, stored::*, vectors::*};
 
 const APP_SECRET: &str = "742a30f3225d4664d2a7bfdcb11ba27d";
 const VERIFY_TOKEN: &str = "wharf-verify-624016035f08";
@@ -225,14 +225,14 @@ async fn meta_batches_and_dedup() {
     let body = whatsapp(&["wamid.A", "wamid.B"], &[("wamid.OUT", "delivered")]);
 
     // One event per item, under the set's previous version.
-    let answer = app
-        .post("meta", &refs(&signed(APP_SECRET, &body)), body.clone())
-        .await;
-    assert_eq!(
-        (answer.status, answer.code()),
+    expect_answer(
+        &app,
+        "meta",
+        &signed(APP_SECRET, &body),
+        body.clone(),
         (200, "accepted"),
-        "{answer:?}"
-    );
+    )
+    .await;
     assert_eq!(
         event_ids(&app).await,
         ["wamid.A", "wamid.B", "wamid.OUT:delivered"]
@@ -245,14 +245,14 @@ async fn meta_batches_and_dedup() {
     assert_eq!(version, "a1");
 
     // Meta's retry: the same batch again is a duplicate.
-    let answer = app
-        .post("meta", &refs(&signed(APP_SECRET, &body)), body.clone())
-        .await;
-    assert_eq!(
-        (answer.status, answer.code()),
+    expect_answer(
+        &app,
+        "meta",
+        &signed(APP_SECRET, &body),
+        body.clone(),
         (200, "duplicate"),
-        "{answer:?}"
-    );
+    )
+    .await;
     assert_eq!(app.count("webhook_inbox").await, 3);
 
     // Across requests: a batch repeating a stored item stores only its new ones, and a status
@@ -283,13 +283,13 @@ async fn meta_batches_and_dedup() {
 
     // A change without an id of its own is not keyed on a hash of the payload: unsupported.
     let feed = r#"{"object":"page","entry":[{"id":"1234567890123456","time":1764522020,"changes":[{"field":"feed","value":{"item":"comment","verb":"add","comment_id":"98_11","message":"\u00e4\u00f6\u00e5 http:\/\/x"}}]}]}"#;
-    let answer = app
-        .post("meta", &refs(&signed(APP_SECRET, feed)), feed)
-        .await;
-    assert_eq!(
-        (answer.status, answer.code()),
+    expect_answer(
+        &app,
+        "meta",
+        &signed(APP_SECRET, feed),
+        feed,
         (422, "unsupported_event_type"),
-        "{answer:?}"
-    );
+    )
+    .await;
     assert_eq!(app.count("webhook_inbox").await, 6);
 }

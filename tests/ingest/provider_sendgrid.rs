@@ -5,7 +5,7 @@
 
 use crate::support::offline::{INVALID_SIGNATURE, STALE_TIMESTAMP, Verdict, Verifier};
 use crate::support::secrets::{SecretsFile, Version, endpoint, public_key};
-use crate::support::{app::*, http::*, mutate::*, vectors::*};
+use crate::support::{app::*, mutate::*, stored::*, vectors::*};
 use base64::Engine as _;
 use p256::ecdsa::{Signature, SigningKey, signature::Signer as _};
 use serde_json::Value;
@@ -40,21 +40,13 @@ fn headers(ts: &str, sig: &str) -> Headers {
 }
 
 async fn post(app: &TestApp, h: &[(String, String)], body: impl Into<Vec<u8>>) -> (u16, String) {
-    let answer = app.post("sg", &refs(h), body).await;
-    (answer.status, answer.code().to_owned())
+    status_code(app, "sg", h, body).await
 }
 
 /// The stored rows: event id and the bytes of the body its payload span covers.
 async fn stored(app: &TestApp, body: &[u8]) -> Vec<(String, Vec<u8>)> {
-    let rows: Vec<(String, i64, i64)> = sqlx::query_as(
-        "SELECT provider_event_id, payload_start, payload_end FROM webhook_inbox ORDER BY payload_start",
-    )
-    .fetch_all(&app.db)
-    .await
-    .unwrap();
-    rows.into_iter()
-        .map(|(id, a, z)| (id, body[a as usize..z as usize].to_vec()))
-        .collect()
+    let spans = spans(app, body).await.into_iter();
+    spans.map(|(id, span)| (id, span.to_vec())).collect()
 }
 
 /// Each element of the JSON array in `body`, compacted, with its `sg_event_id`.

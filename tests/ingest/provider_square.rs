@@ -6,7 +6,7 @@
 
 use crate::support::offline::{INVALID_SIGNATURE, Verifier};
 use crate::support::secrets::{SecretsFile, rotation_endpoints, value};
-use crate::support::{app::*, http::*, mutate::*, signing::*, vectors::*};
+use crate::support::{app::*, mutate::*, signing::*, stored::*, vectors::*};
 use base64::Engine as _;
 use serde_json::Value;
 
@@ -23,10 +23,7 @@ fn sign(key: &str, url: &str, body: &str) -> String {
 async fn square_published_vectors() {
     let file = vector_file("square.json");
     let published = Published::new(&file.vectors, "square", "sq", value);
-    let app = published
-        .app(TestApp::builder().add_adapter("square.wasm"))
-        .start()
-        .await;
+    let app = published.start("square.wasm").await;
     let answers = published
         .run(
             &app,
@@ -139,37 +136,35 @@ async fn square_duplicates_and_a_rolled_key() {
         .start()
         .await;
     let (headers, body) = signed_payment();
-    let first = app
-        .post("square?tenant=acme", &refs(&headers), body.clone())
-        .await;
-    assert_eq!((first.status, first.code()), (200, "accepted"), "{first:?}");
+    let first = expect_answer(
+        &app,
+        "square?tenant=acme",
+        &headers,
+        body.clone(),
+        (200, "accepted"),
+    )
+    .await;
     // Square's retry: same body and signature, its unsigned retry counter moved on.
     let retry = with(&headers, "square-retry-number", "1");
-    let again = app
-        .post("square?tenant=acme", &refs(&retry), body.clone())
-        .await;
-    assert_eq!(
-        (again.status, again.code()),
+    let again = expect_answer(
+        &app,
+        "square?tenant=acme",
+        &retry,
+        body.clone(),
         (200, "duplicate"),
-        "{again:?}"
-    );
+    )
+    .await;
     assert_eq!(again.json["inbox_id"], first.json["inbox_id"]);
     assert_eq!(app.count("webhook_inbox").await, 1);
 
-    let rolled = app
-        .post("square-rolled?tenant=acme", &refs(&headers), body.clone())
-        .await;
-    assert_eq!(
-        (rolled.status, rolled.code()),
+    expect_answer(
+        &app,
+        "square-rolled?tenant=acme",
+        &headers,
+        body.clone(),
         (200, "accepted"),
-        "{rolled:?}"
-    );
-    let version: String = sqlx::query_scalar(
-        "SELECT matched_secret_version FROM webhook_inbox WHERE endpoint_id = 'square-rolled'",
     )
-    .fetch_one(&app.db)
-    .await
-    .unwrap();
-    assert_eq!(version, "previous");
+    .await;
+    assert_eq!(matched_version(&app, "square-rolled").await, "previous");
     assert_eq!(app.count("webhook_inbox").await, 2);
 }

@@ -5,7 +5,7 @@
 
 use crate::support::offline::{INVALID_SIGNATURE, STALE_TIMESTAMP, Verdict};
 use crate::support::secrets::{Version, endpoint, endpoints_on, public_key, value};
-use crate::support::{app::*, http::*, mutate::*, vectors::*};
+use crate::support::{app::*, mutate::*, stored::*, vectors::*};
 
 /// The published vectors' clock (all but the spec-example one, which never verifies).
 const PUBLISHED_TS: i64 = 1_614_265_330;
@@ -54,24 +54,6 @@ async fn app(published: &Published) -> TestApp {
         .secrets_file(published.secrets.clone())
         .start()
         .await
-}
-
-async fn status(
-    app: &TestApp,
-    endpoint: &str,
-    headers: &[(String, String)],
-    body: impl Into<Vec<u8>>,
-) -> (u16, String) {
-    let answer = app.post(endpoint, &refs(headers), body).await;
-    (answer.status, answer.code().to_owned())
-}
-
-async fn matched_version(app: &TestApp, endpoint: &str) -> String {
-    sqlx::query_scalar("SELECT matched_secret_version FROM webhook_inbox WHERE endpoint_id = $1")
-        .bind(endpoint)
-        .fetch_one(&app.db)
-        .await
-        .unwrap()
 }
 
 #[tokio::test]
@@ -141,7 +123,7 @@ async fn published_vectors_are_stored_once() {
         let before = app.count("webhook_inbox").await;
         if !vector.valid() {
             assert_eq!(
-                status(&app, &endpoint, headers, body.as_str()).await,
+                status_code(&app, &endpoint, headers, body.as_str()).await,
                 (401, "invalid_signature".to_owned()),
                 "vector {i}"
             );
@@ -149,14 +131,14 @@ async fn published_vectors_are_stored_once() {
             continue;
         }
         assert_eq!(
-            status(&app, &endpoint, headers, body.as_str()).await,
+            status_code(&app, &endpoint, headers, body.as_str()).await,
             (200, "accepted".into()),
             "vector {i}"
         );
         assert_eq!(matched_version(&app, &endpoint).await, "pk-1");
         // A redelivery keeps the id: it is a duplicate, and nothing more is stored.
         assert_eq!(
-            status(&app, &endpoint, headers, body.as_str()).await,
+            status_code(&app, &endpoint, headers, body.as_str()).await,
             (200, "duplicate".into()),
             "vector {i}"
         );
@@ -215,22 +197,22 @@ async fn both_kinds_of_signature_name_one_event() {
     // the same event again.
     let v1_only = with(headers, "webhook-signature", V1);
     assert_eq!(
-        status(&app, "both", &v1_only, body).await,
+        status_code(&app, "both", &v1_only, body).await,
         (200, "accepted".into())
     );
     assert_eq!(matched_version(&app, "both").await, "hmac-1");
     let mixed = with(headers, "webhook-signature", &format!("{V1} {v1a}"));
     assert_eq!(
-        status(&app, "both", &mixed, body).await,
+        status_code(&app, "both", &mixed, body).await,
         (200, "duplicate".into())
     );
     assert_eq!(
-        status(&app, "both", headers, body).await,
+        status_code(&app, "both", headers, body).await,
         (200, "duplicate".into())
     );
     // The same mixed header at the default HMAC endpoint: the v1 check alone applies.
     assert_eq!(
-        status(&app, "std", &mixed, body).await,
+        status_code(&app, "std", &mixed, body).await,
         (200, "accepted".into())
     );
     // Svix's header names work for v1a too; same id at the same endpoint: a duplicate.
@@ -240,11 +222,11 @@ async fn both_kinds_of_signature_name_one_event() {
         .collect();
     assert_eq!(header(&svix_named, "svix-id"), SVIX_ID);
     assert_eq!(
-        status(&app, "v1a-0", &svix_named, body).await,
+        status_code(&app, "v1a-0", &svix_named, body).await,
         (200, "accepted".into())
     );
     assert_eq!(
-        status(&app, "v1a-0", headers, body).await,
+        status_code(&app, "v1a-0", headers, body).await,
         (200, "duplicate".into())
     );
     assert_eq!(app.count("webhook_inbox").await, 3);

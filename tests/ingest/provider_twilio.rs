@@ -6,7 +6,7 @@
 
 use crate::support::offline::{INVALID_SIGNATURE, Verdict, Verifier};
 use crate::support::secrets::{SecretsFile, rotation_endpoints, value};
-use crate::support::{app::*, http::*, mutate::*, signing::now, vectors::*};
+use crate::support::{app::*, http::*, mutate::*, signing::now, stored::*, vectors::*};
 use base64::Engine as _;
 use hmac::{Hmac, Mac};
 
@@ -34,10 +34,7 @@ fn content_type(answer: &Answer) -> &str {
 async fn twilio_published_vectors() {
     let file = vector_file("twilio.json");
     let published = Published::new(&file.vectors, "twilio", "tw", value);
-    let app = published
-        .app(TestApp::builder().add_adapter("twilio.wasm"))
-        .start()
-        .await;
+    let app = published.start("twilio.wasm").await;
     // The vectors carry no idempotency token and several sign the same parameters: a token
     // per vector makes each its own event (the unsigned header is not signed).
     let token = |i: usize| pairs(&[(TOKEN, &format!("vector-{i}"))]);
@@ -228,11 +225,5 @@ async fn twilio_acknowledgement_duplicates_and_a_rolled_key() {
         .post("tw-rolled?foo=1&bar=2", &refs(&headers), V0_BODY)
         .await;
     assert_eq!(rolled.status, 200);
-    let version: String = sqlx::query_scalar(
-        "SELECT matched_secret_version FROM webhook_inbox WHERE endpoint_id = 'tw-rolled'",
-    )
-    .fetch_one(&app.db)
-    .await
-    .unwrap();
-    assert_eq!(version, "previous");
+    assert_eq!(matched_version(&app, "tw-rolled").await, "previous");
 }

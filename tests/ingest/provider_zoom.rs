@@ -4,7 +4,7 @@
 
 use crate::support::offline::{INVALID_SIGNATURE, STALE_TIMESTAMP, Verifier};
 use crate::support::secrets::{SecretsFile, endpoints_on, value};
-use crate::support::{app::*, http::*, mutate::*, signing::*, vectors::*};
+use crate::support::{app::*, http::*, mutate::*, signing::*, stored::*, vectors::*};
 
 const SECRET: &str = "9KrsKHJKM7_tcK3nhbwFUg";
 const NEWER_SECRET: &str = "a-newer-zoom-secret";
@@ -100,10 +100,14 @@ async fn zoom_url_validation_is_verified_then_answered() {
 
     // An absurd token, even signed, is not echoed.
     let absurd = CRC.replace("qgg8vlvZRS6UYooatFL8Aw", &"x".repeat(129));
-    let answer = app
-        .post("zoom", &refs(&signed(SECRET, t, &absurd)), absurd)
-        .await;
-    assert_eq!((answer.status, answer.code()), (400, "malformed"));
+    expect_answer(
+        &app,
+        "zoom",
+        &signed(SECRET, t, &absurd),
+        absurd,
+        (400, "malformed"),
+    )
+    .await;
     assert_eq!(
         app.count("webhook_inbox").await,
         0,
@@ -165,33 +169,33 @@ async fn zoom_events_dedup() {
     let body = joined("u1");
 
     // Accepted under the set's previous version.
-    let answer = app
-        .post("zoom", &refs(&signed(SECRET, t, &body)), body.clone())
-        .await;
-    assert_eq!(
-        (answer.status, answer.code()),
+    expect_answer(
+        &app,
+        "zoom",
+        &signed(SECRET, t, &body),
+        body.clone(),
         (200, "accepted"),
-        "{answer:?}"
-    );
+    )
+    .await;
     // Zoom's retry resends the body with a new timestamp and signature: a duplicate.
-    let answer = app
-        .post("zoom", &refs(&signed(SECRET, t + 5, &body)), body.clone())
-        .await;
-    assert_eq!(
-        (answer.status, answer.code()),
+    expect_answer(
+        &app,
+        "zoom",
+        &signed(SECRET, t + 5, &body),
+        body.clone(),
         (200, "duplicate"),
-        "{answer:?}"
-    );
+    )
+    .await;
     // Another participant joining the same meeting in the same millisecond is another event.
     let other = joined("u2");
-    let answer = app
-        .post("zoom", &refs(&signed(SECRET, t, &other)), other)
-        .await;
-    assert_eq!(
-        (answer.status, answer.code()),
+    expect_answer(
+        &app,
+        "zoom",
+        &signed(SECRET, t, &other),
+        other,
         (200, "accepted"),
-        "{answer:?}"
-    );
+    )
+    .await;
 
     let rows: Vec<(String, String, Option<String>, String)> = sqlx::query_as(
         "SELECT provider_event_id, event_type, object_id, matched_secret_version

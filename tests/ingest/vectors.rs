@@ -4,7 +4,7 @@
 
 use crate::support::offline::{INVALID_SIGNATURE, STALE_TIMESTAMP, Verdict, Verifier};
 use crate::support::secrets::{SecretsFile, endpoint, endpoints, value};
-use crate::support::{app::*, http::*, mutate::*, signing::*, vectors::*};
+use crate::support::{app::*, http::*, mutate::*, signing::*, stored::*, vectors::*};
 
 /// The default endpoints (`std`, `stripe`, `github`) and secrets, verified at `now`.
 async fn verifier(now: i64) -> Verifier {
@@ -171,22 +171,15 @@ async fn github_vector_and_mutations() {
 async fn github_vector_duplicates_by_delivery_id() {
     let app = TestApp::builder().start().await;
     let (headers, body) = github_request();
-    let answer = app.post("github", &refs(&headers), body.as_str()).await;
-    assert_eq!(
-        (answer.status, answer.code()),
-        (200, "accepted"),
-        "{answer:?}"
-    );
-    let again = app.post("github", &refs(&headers), body.as_str()).await;
-    assert_eq!((again.status, again.code()), (200, "duplicate"));
+    let answer = expect_answer(&app, "github", &headers, body.as_str(), (200, "accepted")).await;
+    let again = expect_answer(&app, "github", &headers, body.as_str(), (200, "duplicate")).await;
     assert_eq!(again.json["inbox_id"], answer.json["inbox_id"]);
 
     // GitHub signs neither the delivery id nor a timestamp: a changed id is a new delivery
     // to GitHub's scheme, so it is accepted as one. Dedup is by the id GitHub keeps on
     // redelivery; this is the provider's limit, documented in docs/providers.md.
     let renamed = with(&headers, "X-GitHub-Delivery", "another-delivery");
-    let answer = app.post("github", &refs(&renamed), body).await;
-    assert_eq!((answer.status, answer.code()), (200, "accepted"));
+    expect_answer(&app, "github", &renamed, body, (200, "accepted")).await;
     assert_eq!(app.count("webhook_inbox").await, 2);
 }
 
@@ -426,12 +419,7 @@ async fn slack_vector_is_stored_once_and_the_handshake_answered() {
         .start()
         .await;
     let body = vector.body.as_str();
-    let answer = app.post("slack", &refs(&form), body).await;
-    assert_eq!(
-        (answer.status, answer.code()),
-        (200, "accepted"),
-        "{answer:?}"
-    );
+    expect_answer(&app, "slack", &form, body, (200, "accepted")).await;
     let again = app.post("slack", &refs(&form), body).await;
     assert_eq!(again.code(), "duplicate");
     let (id, kind): (String, String) =

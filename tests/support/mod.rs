@@ -11,6 +11,7 @@
 //! - [`process`]: the `wharf` binary run as a child process, and its log.
 //! - [`secrets`]: secret sets (versions, expiry, public keys) and endpoints, as TOML.
 //! - [`signing`]: provider secrets, and requests signed as Stripe and GitHub sign them.
+//! - [`stored`]: what a provider test's app answered and stored.
 //! - [`text`]: answers that are not JSON (Adyen's `[accepted]`).
 //! - [`vectors`]: the published vectors, typed, and the runner that sends them.
 //!
@@ -37,6 +38,7 @@ pub mod process;
 pub mod receiver;
 pub mod secrets;
 pub mod signing;
+pub mod stored;
 pub mod text;
 pub mod vectors;
 pub mod wait;

@@ -160,11 +160,18 @@ impl Published {
         }
     }
 
-    /// A test app with `adapter` (`square.wasm`) loaded and every vector's endpoint.
+    /// `builder` with every vector's endpoint and secret set.
     pub fn app(&self, builder: TestAppBuilder) -> TestAppBuilder {
         builder
             .add_endpoints(self.endpoints.clone())
             .secrets_file(self.secrets.text())
+    }
+
+    /// A test app with `adapter` (`square.wasm`) loaded and every vector's endpoint.
+    pub async fn start(&self, adapter: &'static str) -> TestApp {
+        self.app(TestApp::builder().add_adapter(adapter))
+            .start()
+            .await
     }
 
     /// Where vector `i` is sent: its endpoint, with the query of the URL it signs.
