@@ -73,6 +73,11 @@ fn signed(secret: &str, body: &str) -> Headers {
     ])
 }
 
+/// POSTs `body` signed with the app secret to `meta`, and asserts the answer.
+async fn post_signed(app: &TestApp, body: &str, want: (u16, &str)) {
+    expect_answer(app, "meta", &signed(APP_SECRET, body), body, want).await;
+}
+
 /// A WhatsApp batch: inbound messages by id, then status updates as (wamid, status).
 fn whatsapp(messages: &[&str], statuses: &[(&str, &str)]) -> String {
     let messages: Vec<String> = messages
@@ -225,14 +230,7 @@ async fn meta_batches_and_dedup() {
     let body = whatsapp(&["wamid.A", "wamid.B"], &[("wamid.OUT", "delivered")]);
 
     // One event per item, under the set's previous version.
-    expect_answer(
-        &app,
-        "meta",
-        &signed(APP_SECRET, &body),
-        body.clone(),
-        (200, "accepted"),
-    )
-    .await;
+    post_signed(&app, &body, (200, "accepted")).await;
     assert_eq!(
         event_ids(&app).await,
         ["wamid.A", "wamid.B", "wamid.OUT:delivered"]
@@ -245,14 +243,7 @@ async fn meta_batches_and_dedup() {
     assert_eq!(version, "a1");
 
     // Meta's retry: the same batch again is a duplicate.
-    expect_answer(
-        &app,
-        "meta",
-        &signed(APP_SECRET, &body),
-        body.clone(),
-        (200, "duplicate"),
-    )
-    .await;
+    post_signed(&app, &body, (200, "duplicate")).await;
     assert_eq!(app.count("webhook_inbox").await, 3);
 
     // Across requests: a batch repeating a stored item stores only its new ones, and a status
@@ -283,13 +274,6 @@ async fn meta_batches_and_dedup() {
 
     // A change without an id of its own is not keyed on a hash of the payload: unsupported.
     let feed = r#"{"object":"page","entry":[{"id":"1234567890123456","time":1764522020,"changes":[{"field":"feed","value":{"item":"comment","verb":"add","comment_id":"98_11","message":"\u00e4\u00f6\u00e5 http:\/\/x"}}]}]}"#;
-    expect_answer(
-        &app,
-        "meta",
-        &signed(APP_SECRET, feed),
-        feed,
-        (422, "unsupported_event_type"),
-    )
-    .await;
+    post_signed(&app, feed, (422, "unsupported_event_type")).await;
     assert_eq!(app.count("webhook_inbox").await, 6);
 }

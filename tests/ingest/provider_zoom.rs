@@ -25,6 +25,11 @@ fn signed(secret: &str, ts: i64, body: &str) -> Headers {
     ])
 }
 
+/// POSTs `body` signed with `SECRET` at `ts` to `zoom`, and asserts the answer.
+async fn post_signed(app: &TestApp, ts: i64, body: &str, want: (u16, &str)) {
+    expect_answer(app, "zoom", &signed(SECRET, ts, body), body, want).await;
+}
+
 fn secrets() -> SecretsFile {
     let expired = value("z1", SECRET).expires("2020-01-01T00:00:00Z");
     SecretsFile::new()
@@ -100,14 +105,7 @@ async fn zoom_url_validation_is_verified_then_answered() {
 
     // An absurd token, even signed, is not echoed.
     let absurd = CRC.replace("qgg8vlvZRS6UYooatFL8Aw", &"x".repeat(129));
-    expect_answer(
-        &app,
-        "zoom",
-        &signed(SECRET, t, &absurd),
-        absurd,
-        (400, "malformed"),
-    )
-    .await;
+    post_signed(&app, t, &absurd, (400, "malformed")).await;
     assert_eq!(
         app.count("webhook_inbox").await,
         0,
@@ -169,33 +167,12 @@ async fn zoom_events_dedup() {
     let body = joined("u1");
 
     // Accepted under the set's previous version.
-    expect_answer(
-        &app,
-        "zoom",
-        &signed(SECRET, t, &body),
-        body.clone(),
-        (200, "accepted"),
-    )
-    .await;
+    post_signed(&app, t, &body, (200, "accepted")).await;
     // Zoom's retry resends the body with a new timestamp and signature: a duplicate.
-    expect_answer(
-        &app,
-        "zoom",
-        &signed(SECRET, t + 5, &body),
-        body.clone(),
-        (200, "duplicate"),
-    )
-    .await;
+    post_signed(&app, t + 5, &body, (200, "duplicate")).await;
     // Another participant joining the same meeting in the same millisecond is another event.
     let other = joined("u2");
-    expect_answer(
-        &app,
-        "zoom",
-        &signed(SECRET, t, &other),
-        other,
-        (200, "accepted"),
-    )
-    .await;
+    post_signed(&app, t, &other, (200, "accepted")).await;
 
     let rows: Vec<(String, String, Option<String>, String)> = sqlx::query_as(
         "SELECT provider_event_id, event_type, object_id, matched_secret_version
