@@ -4,9 +4,9 @@
 //! `public_url`, a rolled and an expired key (verified with no database), and duplicates and
 //! what is stored, over HTTP.
 
-use crate::support::offline::{INVALID_SIGNATURE, Verifier};
-use crate::support::secrets::{SecretsFile, rotation_endpoints, value};
-use crate::support::{app::*, mutate::*, signing::*, stored::*, vectors::*};
+use crate::support::offline::INVALID_SIGNATURE;
+use crate::support::secrets::{Rotations, rotations, value};
+use crate::support::{mutate::*, signing::*, stored::*, vectors::*};
 use base64::Engine as _;
 use serde_json::Value;
 
@@ -59,8 +59,14 @@ fn payment_event(event_id: &str) -> String {
     )
 }
 
-fn secrets() -> SecretsFile {
-    SecretsFile::new().rotations("square", KEY, "another-key-entirely-x")
+fn rotation() -> Rotations {
+    rotations(
+        "square",
+        "square",
+        PUBLIC_URL,
+        KEY,
+        "another-key-entirely-x",
+    )
 }
 
 /// A payment event signed for `PUBLIC_URL?tenant=acme`, as Square sends it first.
@@ -77,8 +83,7 @@ fn signed_payment() -> (Headers, String) {
 
 #[tokio::test]
 async fn square_mutations_and_keys() {
-    let endpoints = rotation_endpoints("square", "square", PUBLIC_URL);
-    let v = Verifier::of("square.wasm", &endpoints, secrets(), now()).await;
+    let v = rotation().verifier("square.wasm").await;
     let (headers, body) = signed_payment();
     let at = "square?tenant=acme";
     let sig = header(&headers, SIG).to_owned();
@@ -129,12 +134,7 @@ async fn square_mutations_and_keys() {
 
 #[tokio::test]
 async fn square_duplicates_and_a_rolled_key() {
-    let app = TestApp::builder()
-        .add_adapter("square.wasm")
-        .add_endpoints(rotation_endpoints("square", "square", PUBLIC_URL))
-        .secrets_file(secrets())
-        .start()
-        .await;
+    let app = rotation().app("square.wasm").await;
     let (headers, body) = signed_payment();
     let first = expect_answer(
         &app,

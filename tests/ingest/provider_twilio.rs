@@ -4,9 +4,9 @@
 //! Host header and an expired Auth Token (verified with no database), and the fixed TwiML
 //! acknowledgement, duplicates and a rolled Auth Token over HTTP.
 
-use crate::support::offline::{INVALID_SIGNATURE, Verdict, Verifier};
-use crate::support::secrets::{SecretsFile, rotation_endpoints, value};
-use crate::support::{app::*, http::*, mutate::*, signing::now, stored::*, vectors::*};
+use crate::support::offline::{INVALID_SIGNATURE, Verdict};
+use crate::support::secrets::{Rotations, rotations, value};
+use crate::support::{http::*, mutate::*, stored::*, vectors::*};
 use base64::Engine as _;
 use hmac::{Hmac, Mac};
 
@@ -72,8 +72,14 @@ const V0_PARAMS: &str =
 const V0_SIG: &str = "RSOYDt4T1cUTdK1PDd93/VVr8B8=";
 const V0_AT: &str = "tw?foo=1&bar=2";
 
-fn secrets() -> SecretsFile {
-    SecretsFile::new().rotations("tw", "12345", "0f1e2d3c4b5a69788796a5b4c3d2e1f0")
+fn rotation() -> Rotations {
+    rotations(
+        "tw",
+        "twilio",
+        PUBLIC_URL,
+        "12345",
+        "0f1e2d3c4b5a69788796a5b4c3d2e1f0",
+    )
 }
 
 fn v0_headers() -> Headers {
@@ -85,8 +91,7 @@ fn v0_headers() -> Headers {
 
 #[tokio::test]
 async fn twilio_mutations_and_keys() {
-    let endpoints = rotation_endpoints("tw", "twilio", PUBLIC_URL);
-    let v = Verifier::of("twilio.wasm", &endpoints, secrets(), now()).await;
+    let v = rotation().verifier("twilio.wasm").await;
     let headers = v0_headers();
     let signed = |sig: &str| with(&headers, SIG, sig);
     let b = || V0_BODY.as_bytes().to_vec();
@@ -175,12 +180,7 @@ async fn twilio_mutations_and_keys() {
 
 #[tokio::test]
 async fn twilio_acknowledgement_duplicates_and_a_rolled_key() {
-    let app = TestApp::builder()
-        .add_adapter("twilio.wasm")
-        .add_endpoints(rotation_endpoints("tw", "twilio", PUBLIC_URL))
-        .secrets_file(secrets())
-        .start()
-        .await;
+    let app = rotation().app("twilio.wasm").await;
     let headers = v0_headers();
     // Without a token the event id is the signed CallSid; a redelivery is a duplicate. The
     // TwiML acknowledgement is the same for both, so rows tell them apart.

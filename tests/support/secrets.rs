@@ -1,7 +1,9 @@
 //! Secret sets (versions, expiry, public keys) and endpoints, written as the secrets file and
 //! the `[[endpoint]]` tables a test app or a [`super::offline::Verifier`] reads.
 
-use super::signing::default_secrets;
+use super::app::TestApp;
+use super::offline::Verifier;
+use super::signing::{default_secrets, now};
 
 /// Long past, for a version that has expired whatever clock a test pins.
 pub const EXPIRED: &str = "2001-01-01T00:00:00Z";
@@ -168,4 +170,42 @@ pub fn rotation_endpoints(name: &str, adapter: &str, public_url: &str) -> String
         at(format!("{name}-expired")),
         endpoint(&format!("{name}-no-url"), adapter).secret(name),
     ])
+}
+
+/// One provider's keys in rotation: the sets of [`SecretsFile::rotations`] and the endpoints
+/// of [`rotation_endpoints`].
+pub struct Rotations {
+    pub endpoints: String,
+    pub secrets: SecretsFile,
+}
+
+/// `name`'s rotation sets (`current`, and `other` beside it) and endpoints at `public_url`.
+pub fn rotations(
+    name: &str,
+    adapter: &str,
+    public_url: &str,
+    current: &str,
+    other: &str,
+) -> Rotations {
+    Rotations {
+        endpoints: rotation_endpoints(name, adapter, public_url),
+        secrets: SecretsFile::new().rotations(name, current, other),
+    }
+}
+
+impl Rotations {
+    /// A test app with `adapter` (`square.wasm`) loaded.
+    pub async fn app(&self, adapter: &'static str) -> TestApp {
+        TestApp::builder()
+            .add_adapter(adapter)
+            .add_endpoints(self.endpoints.clone())
+            .secrets_file(self.secrets.clone())
+            .start()
+            .await
+    }
+
+    /// The same, with no database, verifying at the current time.
+    pub async fn verifier(&self, adapter: &str) -> Verifier {
+        Verifier::of(adapter, &self.endpoints, self.secrets.clone(), now()).await
+    }
 }
