@@ -62,6 +62,17 @@ fn headers(token: &str, idempotency_key: &str, request: &str) -> Headers {
     ])
 }
 
+/// POSTs `body` with the right token, and asserts the answer.
+async fn post_token(
+    app: &TestApp,
+    key: &str,
+    request: &str,
+    body: impl Into<Vec<u8>>,
+    want: (u16, &str),
+) {
+    expect_answer(app, "gitlab", &headers(TOKEN, key, request), body, want).await;
+}
+
 const KEY: &str = "74997067-f704-4612-8d2e-877eecc5c5b5";
 
 #[tokio::test]
@@ -90,14 +101,7 @@ async fn gitlab_token_refusals() {
 async fn gitlab_token_dedup() {
     let app = app().await;
     // The right token (the set's previous version): accepted under Idempotency-Key.
-    expect_answer(
-        &app,
-        "gitlab",
-        &headers(TOKEN, KEY, "r1"),
-        BODY,
-        (200, "accepted"),
-    )
-    .await;
+    post_token(&app, KEY, "r1", BODY, (200, "accepted")).await;
     let (id, kind, version) = only_event(&app).await;
     assert_eq!(
         (id.as_str(), kind.as_str(), version.as_str()),
@@ -105,27 +109,13 @@ async fn gitlab_token_dedup() {
     );
 
     // A retry or a manual resend keeps Idempotency-Key (the per-request UUIDs change).
-    expect_answer(
-        &app,
-        "gitlab",
-        &headers(TOKEN, KEY, "r2"),
-        BODY,
-        (200, "duplicate"),
-    )
-    .await;
+    post_token(&app, KEY, "r2", BODY, (200, "duplicate")).await;
     assert_eq!(app.count("webhook_inbox").await, 1);
 
     // The documented limit: a token signs nothing, so a changed body under the right token and
     // a new key is accepted. Body integrity needs a signing token (next test).
     let tampered = flip_byte(BODY, 20);
-    expect_answer(
-        &app,
-        "gitlab",
-        &headers(TOKEN, "other-key", "r3"),
-        tampered,
-        (200, "accepted"),
-    )
-    .await;
+    post_token(&app, "other-key", "r3", tampered, (200, "accepted")).await;
     assert_eq!(app.count("webhook_inbox").await, 2);
 }
 

@@ -3,7 +3,7 @@
 //! library implements v1a), mutations of each signed element, key rotation and expiry, and
 //! which check the endpoint's keys select, verified with no database; duplicates over HTTP.
 
-use crate::support::offline::{INVALID_SIGNATURE, STALE_TIMESTAMP, Verdict};
+use crate::support::offline::{INVALID_SIGNATURE, STALE_TIMESTAMP, Verdict, Verifier};
 use crate::support::secrets::{Version, endpoint, endpoints_on, public_key, value};
 use crate::support::{app::*, mutate::*, stored::*, vectors::*};
 
@@ -43,6 +43,14 @@ fn published() -> Published {
     published
 }
 
+/// The vectors' endpoints with no database, at the published vectors' clock.
+async fn verifier() -> (Published, Verifier) {
+    let published = published();
+    let v = published.verifier("standard-webhooks.wasm", PUBLISHED_TS);
+    let v = v.await;
+    (published, v)
+}
+
 async fn app(published: &Published) -> TestApp {
     let builder = TestApp::builder().fixed_clock(PUBLISHED_TS);
     // The default endpoints include `std`.
@@ -58,10 +66,7 @@ async fn app(published: &Published) -> TestApp {
 
 #[tokio::test]
 async fn published_vectors_and_mutations() {
-    let published = published();
-    let v = published
-        .verifier("standard-webhooks.wasm", PUBLISHED_TS)
-        .await;
+    let (published, v) = verifier().await;
     for (i, vector) in published.vectors.iter().enumerate() {
         let target = published.path(i);
         let (headers, body) = (&vector.headers, vector.body.as_str());
@@ -148,10 +153,7 @@ async fn published_vectors_are_stored_once() {
 
 #[tokio::test]
 async fn keys_decide_which_signatures_are_verified() {
-    let published = published();
-    let v = published
-        .verifier("standard-webhooks.wasm", PUBLISHED_TS)
-        .await;
+    let (published, v) = verifier().await;
     let svix = &published.vectors[0];
     let (headers, body) = (&svix.headers, svix.body.as_str());
     let v1a = svix.header("webhook-signature");
