@@ -233,7 +233,11 @@ async fn keys_and_the_merchant_account_setting() {
         ("mine", Verdict::Accepted("v1".into())),
         ("theirs", Verdict::Rejected(422, "unsupported_event_type")),
     ] {
-        v.expect(endpoint, &json, one.as_str(), want, endpoint)
+        v.expect(endpoint, &json, one.as_str(), want.clone(), endpoint)
             .await;
+        if want.accepted() {
+            let ids = v.event_ids(endpoint, &json, one.as_str()).await;
+            assert_eq!(ids, ["PSP_A:AUTHORISATION:true"], "{endpoint}: one row");
+        }
     }
 }

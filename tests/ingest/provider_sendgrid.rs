@@ -177,6 +177,7 @@ async fn wrong_and_expired_keys_and_the_tolerance() {
     let late = verifier(t + 24 * 3600, [public_key("sg-1", key)]).await;
     let accepted = Verdict::Accepted("sg-1".into());
     late.expect("sg", &h, body, accepted, "late").await;
+    assert_eq!(late.event_ids("sg", &h, body).await.len(), 1, "one row");
     let stale = late.at(t + 25 * 3600 + 1);
     stale.expect("sg", &h, body, STALE_TIMESTAMP, "stale").await;
 }

@@ -106,6 +106,38 @@ impl Verifier {
         headers: &[(String, String)],
         body: impl Into<Vec<u8>>,
     ) -> Verdict {
+        match self.verify(target, headers, body.into()).await {
+            Ok(Verified::Accept(submission)) => {
+                Verdict::Accepted(submission.matched_secret_version)
+            }
+            Ok(Verified::Done(Outcome::Handshake(answer))) => Verdict::Handshake(answer.status),
+            Ok(Verified::Done(Outcome::Ignored(_))) => Verdict::Ignored,
+            Ok(Verified::Done(Outcome::Stored(_))) => unreachable!("stored without a database"),
+            Err(e) => rejected(&e),
+        }
+    }
+
+    /// The ids of the events an accepted POST would store, one row each.
+    pub async fn event_ids(
+        &self,
+        target: &str,
+        headers: &[(String, String)],
+        body: impl Into<Vec<u8>>,
+    ) -> Vec<String> {
+        match self.verify(target, headers, body.into()).await {
+            Ok(Verified::Accept(submission)) => {
+                submission.events.into_iter().map(|e| e.event_id).collect()
+            }
+            other => panic!("not accepted: {other:?}"),
+        }
+    }
+
+    async fn verify(
+        &self,
+        target: &str,
+        headers: &[(String, String)],
+        body: Vec<u8>,
+    ) -> Result<Verified, IngestError> {
         let (id, query) = match target.split_once('?') {
             Some((id, q)) => (id, Some(q)),
             None => (target, None),
@@ -118,26 +150,17 @@ impl Verifier {
                 http::HeaderValue::from_str(v).unwrap(),
             );
         }
-        let result = verify_and_parse(
+        verify_and_parse(
             admitted,
             &self.secrets,
             self.now,
             http::Method::POST,
             Arc::new(map),
             query,
-            Bytes::from(body.into()),
+            Bytes::from(body),
             &mut RequestFacts::default(),
         )
-        .await;
-        match result {
-            Ok(Verified::Accept(submission)) => {
-                Verdict::Accepted(submission.matched_secret_version)
-            }
-            Ok(Verified::Done(Outcome::Handshake(answer))) => Verdict::Handshake(answer.status),
-            Ok(Verified::Done(Outcome::Ignored(_))) => Verdict::Ignored,
-            Ok(Verified::Done(Outcome::Stored(_))) => unreachable!("stored without a database"),
-            Err(e) => rejected(&e),
-        }
+        .await
     }
 }
 
