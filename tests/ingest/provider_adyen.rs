@@ -1,38 +1,32 @@
-//! Adyen standard notifications over real HTTP: every published item vector, items signed one
-//! by one (one bad item refuses the request), each item stored as its own slice, dedup inside
-//! and across requests, the `[accepted]` acknowledgement, keys and the merchant setting.
+//! Adyen standard notifications: every published item vector and items signed one by one
+//! (one bad item refuses the request), each item stored as its own slice, dedup inside and
+//! across requests and the `[accepted]` acknowledgement, over HTTP; keys and the merchant
+//! setting verified with no database.
 
-use crate::support::{app::*, files::*, signing::hmac_sha256, text::post_text};
+use crate::support::mutate::{flip_byte, pairs};
+use crate::support::offline::{INVALID_SIGNATURE, Verdict, Verifier};
+use crate::support::secrets::{SecretsFile, UNEXPIRED, endpoint, endpoints, value};
+use crate::support::{app::*, signing::*, stored::*, text::post_text, vectors::*};
 use base64::Engine as _;
 use serde_json::{Value, json};
 
 const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
 const KEY: &str = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056";
 
-async fn app(keys: &[(&str, &str, Option<&str>)], settings: &str) -> TestApp {
-    let mut secrets = crate::support::signing::default_secrets();
-    for (version, key, expires) in keys {
-        secrets.push_str(&format!(
-            "[[adyen]]\nversion = \"{version}\"\nvalue = \"{key}\"\n"
-        ));
-        if let Some(at) = expires {
-            secrets.push_str(&format!("expires_at = \"{at}\"\n"));
-        }
-    }
+/// Endpoint `adyen` with `KEY` as version `v1`.
+async fn app() -> TestApp {
     TestApp::builder()
         .add_adapter("adyen.wasm")
-        .secrets_file(secrets)
-        .add_endpoints(format!(
-            "\n[[endpoint]]\nid = \"adyen\"\nadapter = \"adyen\"\nsecret = \"adyen\"\n{settings}"
-        ))
+        .secrets_file(SecretsFile::new().set("adyen", [value("v1", KEY)]))
+        .add_endpoints(endpoint("adyen", "adyen").toml())
         .start()
         .await
 }
 
-async fn post(app: &TestApp, body: impl Into<Vec<u8>>) -> (u16, String) {
+async fn post(app: &TestApp, endpoint: &str, body: impl Into<Vec<u8>>) -> (u16, String) {
     let h = [("Content-Type", "application/json")];
     let (status, content_type, text) =
-        post_text(&app.client, &app.base, "adyen", &h, body.into()).await;
+        post_text(&app.client, &app.base, endpoint, &h, body.into()).await;
     if status == 200 {
         assert_eq!(
             (content_type.as_str(), text.as_str()),
@@ -95,64 +89,48 @@ fn body(items: &[Value]) -> String {
     serde_json::to_string_pretty(&json!({"live": "false", "notificationItems": wrapped})).unwrap()
 }
 
-/// The stored rows: event id and the bytes of the body its payload span covers.
+/// The stored rows: event id and the JSON its payload span covers.
 async fn stored(app: &TestApp, body: &str) -> Vec<(String, Value)> {
-    let rows: Vec<(String, i64, i64)> = sqlx::query_as(
-        "SELECT provider_event_id, payload_start, payload_end FROM webhook_inbox ORDER BY payload_start",
-    )
-    .fetch_all(&app.db)
-    .await
-    .unwrap();
-    rows.into_iter()
-        .map(|(id, a, z)| {
-            (
-                id,
-                serde_json::from_str(&body[a as usize..z as usize]).unwrap(),
-            )
-        })
+    let spans = spans(app, body.as_bytes()).await.into_iter();
+    spans
+        .map(|(id, span)| (id, serde_json::from_slice(span).unwrap()))
         .collect()
 }
 
 #[tokio::test]
 async fn published_item_vectors() {
-    let file = vectors("adyen.json");
-    let items = file["vectors"].as_array().unwrap().iter();
-    let items: Vec<&Value> = items
-        .filter(|v| v["scheme"] == "standard-item-hmac")
+    let file = vector_file("adyen.json");
+    let items: Vec<Vector> = file
+        .vectors
+        .into_iter()
+        .filter(|v| v.scheme.as_deref() == Some("standard-item-hmac"))
         .collect();
     assert!(items.len() >= 10);
-    // Every vector under its own key, one endpoint each would be slow: one app per key.
-    let mut keys: Vec<&str> = items.iter().map(|v| v["key"].as_str().unwrap()).collect();
-    keys.sort_unstable();
-    keys.dedup();
-    for key in keys {
-        let app = app(&[("k", key, None)], "").await;
-        let mut rows = 0;
-        for v in items.iter().filter(|v| v["key"] == key) {
-            let body = v["body"].as_str().unwrap();
-            let why = v["why"].as_str().unwrap();
-            let answer = post(&app, body).await;
-            if v["expect"] == "valid" {
-                // Vectors that share an item are answered duplicate, with the same bytes.
-                assert_eq!(answer, accepted(), "{why}");
-                let mut flipped = body.as_bytes().to_vec();
-                let at = body.find("\"pspReference\"").unwrap() + 18;
-                flipped[at] ^= 1;
-                assert_eq!(post(&app, flipped).await, rejected(), "{why}: signed byte");
-            } else {
-                assert_eq!(answer, rejected(), "{why}");
-            }
-            let now = app.count("webhook_inbox").await;
-            assert!(now == rows || now == rows + 1, "{why}");
-            rows = now;
+    let published = Published::new(&items, "adyen", "adyen", value);
+    let app = published.start("adyen.wasm").await;
+    let mut rows = 0;
+    for (i, v) in items.iter().enumerate() {
+        let (endpoint, body, why) = (published.path(i), v.body.as_str(), &v.why);
+        let answer = post(&app, &endpoint, body).await;
+        if v.valid() {
+            assert_eq!(answer, accepted(), "{why}");
+            let at = body.find("\"pspReference\"").unwrap() + 18;
+            let flipped = flip_byte(body, at);
+            let answer = post(&app, &endpoint, flipped).await;
+            assert_eq!(answer, rejected(), "{why}: signed byte");
+        } else {
+            assert_eq!(answer, rejected(), "{why}");
         }
-        app.shutdown().await;
+        let now = app.count("webhook_inbox").await;
+        assert!(now == rows || now == rows + 1, "{why}");
+        rows = now;
     }
+    app.shutdown().await;
 }
 
 #[tokio::test]
 async fn items_are_signed_and_stored_one_by_one() {
-    let app = app(&[("v1", KEY, None)], "").await;
+    let app = app().await;
     let (a, b) = (
         signed(item("PSP_A", "AUTHORISATION", 1130), KEY),
         signed(item("PSP_B", "CAPTURE", 500), KEY),
@@ -160,37 +138,49 @@ async fn items_are_signed_and_stored_one_by_one() {
 
     // The same item twice in one request: accepted, one row.
     let first = body(&[a.clone(), b.clone(), a.clone()]);
-    assert_eq!(post(&app, first.as_str()).await, accepted());
+    assert_eq!(post(&app, "adyen", first.as_str()).await, accepted());
     let rows = stored(&app, &first).await;
     assert_eq!(rows.len(), 2);
     assert_eq!(rows[0], ("PSP_A:AUTHORISATION:true".into(), a.clone()));
     assert_eq!(rows[1], ("PSP_B:CAPTURE:true".into(), b.clone()));
 
     // The same item in a second request: a duplicate, still answered `[accepted]`.
-    assert_eq!(post(&app, body(std::slice::from_ref(&b))).await, accepted());
+    assert_eq!(
+        post(&app, "adyen", body(std::slice::from_ref(&b))).await,
+        accepted()
+    );
     assert_eq!(app.count("webhook_inbox").await, 2);
     // The same payment's outcome with the other `success`: another event.
     let mut failed = item("PSP_A", "AUTHORISATION", 1130);
     failed["success"] = json!("false");
-    assert_eq!(post(&app, body(&[signed(failed, KEY)])).await, accepted());
+    assert_eq!(
+        post(&app, "adyen", body(&[signed(failed, KEY)])).await,
+        accepted()
+    );
     assert_eq!(app.count("webhook_inbox").await, 3);
 
     // One item whose signed field changed after signing: the whole request fails.
     let c = signed(item("PSP_C", "AUTHORISATION", 10), KEY);
     let mut tampered = signed(item("PSP_D", "AUTHORISATION", 10), KEY);
     tampered["amount"]["value"] = json!(11);
-    assert_eq!(post(&app, body(&[c.clone(), tampered])).await, rejected());
+    assert_eq!(
+        post(&app, "adyen", body(&[c.clone(), tampered])).await,
+        rejected()
+    );
     // Another item's signature: likewise.
     let mut borrowed = item("PSP_E", "AUTHORISATION", 10);
     borrowed["additionalData"] = c["additionalData"].clone();
-    assert_eq!(post(&app, body(&[c.clone(), borrowed])).await, rejected());
+    assert_eq!(
+        post(&app, "adyen", body(&[c.clone(), borrowed])).await,
+        rejected()
+    );
     // A repeated key: the copy that would be read is not the copy that was signed.
     let dup = body(std::slice::from_ref(&c)).replacen(
         "\"pspReference\"",
         "\"pspReference\": \"PSP_X\",\n\"pspReference\"",
         1,
     );
-    assert_eq!(post(&app, dup).await, rejected());
+    assert_eq!(post(&app, "adyen", dup).await, rejected());
     // Unsigned fields are Adyen's to leave out of the MAC: changing one still verifies.
     let mut unsigned = c.clone();
     unsigned["eventDate"] = json!("2000-01-01T00:00:00Z");
@@ -199,7 +189,7 @@ async fn items_are_signed_and_stored_one_by_one() {
         3,
         "nothing stored by a refused request"
     );
-    assert_eq!(post(&app, body(&[unsigned])).await, accepted());
+    assert_eq!(post(&app, "adyen", body(&[unsigned])).await, accepted());
     assert_eq!(app.count("webhook_inbox").await, 4);
     app.shutdown().await;
 }
@@ -208,62 +198,46 @@ async fn items_are_signed_and_stored_one_by_one() {
 async fn keys_and_the_merchant_account_setting() {
     let a = signed(item("PSP_A", "AUTHORISATION", 1130), KEY);
     let other = "11".repeat(32);
-    let wrong = app(&[("v1", &other, None)], "").await;
-    assert_eq!(
-        post(&wrong, body(std::slice::from_ref(&a))).await,
-        rejected()
-    );
-    let expired = app(
-        &[
-            ("new", &other, None),
-            ("old", KEY, Some("2020-01-01T00:00:00Z")),
-        ],
-        "",
-    )
-    .await;
-    assert_eq!(
-        post(&expired, body(std::slice::from_ref(&a))).await,
-        rejected()
-    );
-    let rotated = app(
-        &[
-            ("new", &other, None),
-            ("old", KEY, Some("2999-01-01T00:00:00Z")),
-        ],
-        "",
-    )
-    .await;
-    assert_eq!(
-        post(&rotated, body(std::slice::from_ref(&a))).await,
-        accepted()
-    );
-
-    let mine = app(
-        &[("v1", KEY, None)],
-        "settings = { merchant_account = \"WharfShop\" }\n",
-    )
-    .await;
-    assert_eq!(
-        post(&mine, body(std::slice::from_ref(&a))).await,
-        accepted()
-    );
-    let theirs = app(
-        &[("v1", KEY, None)],
-        "settings = { merchant_account = \"Elsewhere\" }\n",
-    )
-    .await;
-    assert_eq!(
-        post(&theirs, body(std::slice::from_ref(&a))).await,
-        (422, "unsupported_event_type".into())
-    );
-    for (app, rows) in [
-        (wrong, 0),
-        (expired, 0),
-        (rotated, 1),
-        (mine, 1),
-        (theirs, 0),
+    let secrets = SecretsFile::new()
+        .set("wrong", [value("v1", &other)])
+        .set(
+            "expired",
+            [
+                value("new", &other),
+                value("old", KEY).expires("2020-01-01T00:00:00Z"),
+            ],
+        )
+        .set(
+            "rotated",
+            [value("new", &other), value("old", KEY).expires(UNEXPIRED)],
+        )
+        .set("adyen", [value("v1", KEY)]);
+    let merchant = |id: &str, account: &str| {
+        let setting = format!("settings = {{ merchant_account = \"{account}\" }}");
+        endpoint(id, "adyen").secret("adyen").line(&setting)
+    };
+    let tables = endpoints([
+        endpoint("wrong", "adyen"),
+        endpoint("expired", "adyen"),
+        endpoint("rotated", "adyen"),
+        merchant("mine", "WharfShop"),
+        merchant("theirs", "Elsewhere"),
+    ]);
+    let v = Verifier::of("adyen.wasm", &tables, secrets, now()).await;
+    let json = pairs(&[("Content-Type", "application/json")]);
+    let one = body(std::slice::from_ref(&a));
+    for (endpoint, want) in [
+        ("wrong", INVALID_SIGNATURE),
+        ("expired", INVALID_SIGNATURE),
+        ("rotated", Verdict::Accepted("old".into())),
+        ("mine", Verdict::Accepted("v1".into())),
+        ("theirs", Verdict::Rejected(422, "unsupported_event_type")),
     ] {
-        assert_eq!(app.count("webhook_inbox").await, rows);
-        app.shutdown().await;
+        v.expect(endpoint, &json, one.as_str(), want.clone(), endpoint)
+            .await;
+        if want.accepted() {
+            let ids = v.event_ids(endpoint, &json, one.as_str()).await;
+            assert_eq!(ids, ["PSP_A:AUTHORISATION:true"], "{endpoint}: one row");
+        }
     }
 }

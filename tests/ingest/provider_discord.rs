@@ -1,9 +1,12 @@
-//! Discord interactions and Webhook Events over real HTTP. Discord publishes no vector (see
+//! Discord interactions and Webhook Events. Discord publishes no vector (see
 //! tests/vectors/discord.json), so requests are signed here the way its library's test signer
 //! does (Ed25519 over timestamp || body, hex) with a fixed test key; the adapter's fixtures
-//! hold requests made by that signer itself.
+//! hold requests made by that signer itself. Refusals, keys and the clock are verified with
+//! no database; answers and what is stored, over HTTP.
 
-use crate::support::{app::*, http::*, signing::default_secrets};
+use crate::support::offline::{INVALID_SIGNATURE, STALE_TIMESTAMP, Verdict, Verifier};
+use crate::support::secrets::{SecretsFile, UNEXPIRED, endpoints_on, public_key};
+use crate::support::{app::*, http::*, mutate::*, stored::*};
 use ed25519_dalek::{Signer, SigningKey};
 
 const NOW: i64 = 1_796_154_313;
@@ -20,70 +23,49 @@ fn public_hex(seed: u8) -> String {
     hex::encode(key(seed).verifying_key().as_bytes())
 }
 
-fn signed(seed: u8, ts: i64, body: &str) -> Vec<(String, String)> {
+fn signed(seed: u8, ts: i64, body: &str) -> Headers {
     let message = [ts.to_string().as_bytes(), body.as_bytes()].concat();
     let signature = hex::encode(key(seed).sign(&message).to_bytes());
-    vec![
-        ("content-type".into(), "application/json".into()),
-        ("x-signature-ed25519".into(), signature),
-        ("x-signature-timestamp".into(), ts.to_string()),
-    ]
-}
-
-fn with(headers: &[(String, String)], name: &str, value: &str) -> Vec<(String, String)> {
-    let pick = |k: &String, v: &String| if k == name { value.into() } else { v.clone() };
-    headers
-        .iter()
-        .map(|(k, v)| (k.clone(), pick(k, v)))
-        .collect()
+    pairs(&[
+        ("content-type", "application/json"),
+        ("x-signature-ed25519", &signature),
+        ("x-signature-timestamp", &ts.to_string()),
+    ])
 }
 
 /// Endpoint `discord` holds key 1; `wrong` key 2; `expired` key 1 expired beside key 2;
 /// `rotated` key 1 unexpired beside key 2.
-async fn app(now: i64) -> TestApp {
+fn secrets() -> SecretsFile {
     let (k1, k2) = (public_hex(1), public_hex(2));
-    let secrets = format!(
-        "{}\n[[discord]]\nversion = \"app-1\"\npublic_key = \"{k1}\"\n\
-         [[wrong]]\nversion = \"app-2\"\npublic_key = \"{k2}\"\n\
-         [[expired]]\nversion = \"app-2\"\npublic_key = \"{k2}\"\n[[expired]]\nversion = \"app-1\"\npublic_key = \"{k1}\"\nexpires_at = \"2026-01-01T00:00:00Z\"\n\
-         [[rotated]]\nversion = \"app-2\"\npublic_key = \"{k2}\"\n[[rotated]]\nversion = \"app-1\"\npublic_key = \"{k1}\"\nexpires_at = \"2999-01-01T00:00:00Z\"\n",
-        default_secrets()
-    );
-    let endpoints: String = ["discord", "wrong", "expired", "rotated"]
-        .iter()
-        .map(|id| {
-            format!("\n[[endpoint]]\nid = \"{id}\"\nadapter = \"discord\"\nsecret = \"{id}\"\n")
-        })
-        .collect();
+    let beside_k2 = |expires: &str| {
+        [
+            public_key("app-2", &k2),
+            public_key("app-1", &k1).expires(expires),
+        ]
+    };
+    SecretsFile::new()
+        .set("discord", [public_key("app-1", &k1)])
+        .set("wrong", [public_key("app-2", &k2)])
+        .set("expired", beside_k2("2026-01-01T00:00:00Z"))
+        .set("rotated", beside_k2(UNEXPIRED))
+}
+
+fn endpoint_tables() -> String {
+    endpoints_on("discord", &["discord", "wrong", "expired", "rotated"])
+}
+
+async fn app(now: i64) -> TestApp {
     TestApp::builder()
         .add_adapter("discord.wasm")
-        .secrets_file(secrets)
-        .add_endpoints(endpoints)
+        .secrets_file(secrets())
+        .add_endpoints(endpoint_tables())
         .fixed_clock(now)
         .start()
         .await
 }
 
-async fn assert_401(
-    app: &TestApp,
-    endpoint: &str,
-    headers: &[(String, String)],
-    body: impl Into<Vec<u8>>,
-    code: &str,
-    what: &str,
-) {
-    let before = app.count("webhook_inbox").await;
-    let answer = app.post(endpoint, &refs(headers), body).await;
-    assert_eq!(
-        (answer.status, answer.code()),
-        (401, code),
-        "{what}: {answer:?}"
-    );
-    assert_eq!(
-        app.count("webhook_inbox").await,
-        before,
-        "{what}: nothing stored"
-    );
+async fn verifier(now: i64) -> Verifier {
+    Verifier::of("discord.wasm", &endpoint_tables(), secrets(), now).await
 }
 
 fn content_type(answer: &Answer) -> &str {
@@ -106,96 +88,70 @@ async fn pings_are_answered_after_verification_and_store_nothing() {
         .await;
     assert_eq!(answer.status, 204, "{answer:?}");
     assert_eq!(answer.json, serde_json::Value::Null, "empty body");
-
-    // Discord's security checks send PINGs with bad signatures: 401, never a PONG.
-    let headers = signed(1, NOW, PING);
-    let bad = with(&headers, "x-signature-ed25519", &hex::encode([7u8; 64]));
-    assert_401(
-        &app,
-        "discord",
-        &bad,
-        PING,
-        "invalid_signature",
-        "bad PING signature",
-    )
-    .await;
-    assert_401(
-        &app,
-        "wrong",
-        &headers,
-        PING,
-        "invalid_signature",
-        "PING, wrong key",
-    )
-    .await;
-    assert_401(
-        &app,
-        "discord",
-        &signed(1, NOW, EVENTS_PING),
-        PING,
-        "invalid_signature",
-        "PING, other body",
-    )
-    .await;
     assert_eq!(app.count("webhook_inbox").await, 0);
 }
 
 #[tokio::test]
-async fn interactions_and_events_are_stored_once_and_mutations_refused() {
-    let app = app(NOW).await;
+async fn pings_with_bad_signatures_are_refused() {
+    let v = verifier(NOW).await;
+    // Discord's security checks send PINGs with bad signatures: 401, never a PONG.
+    let headers = signed(1, NOW, PING);
+    let bad = with(&headers, "x-signature-ed25519", &hex::encode([7u8; 64]));
+    for (what, endpoint, h) in [
+        ("bad PING signature", "discord", bad),
+        ("PING, wrong key", "wrong", headers.clone()),
+        ("PING, other body", "discord", signed(1, NOW, EVENTS_PING)),
+    ] {
+        v.expect(endpoint, &h, PING, INVALID_SIGNATURE, what).await;
+    }
+}
+
+#[tokio::test]
+async fn interaction_mutations_and_keys_are_refused() {
+    let v = verifier(NOW).await;
     let headers = signed(1, NOW, COMMAND);
-    let sig = headers[1].1.clone();
+    let name = "x-signature-ed25519";
+    let sig = header(&headers, name).to_owned();
     let flipped = format!(
         "{}{}",
         if sig.starts_with('a') { "b" } else { "a" },
         &sig[1..]
     );
-    let mut body = COMMAND.as_bytes().to_vec();
-    body[COMMAND.len() / 2] ^= 0x01;
-    let cases = [
+    let b = || COMMAND.as_bytes().to_vec();
+    let moved = with(&headers, "x-signature-timestamp", &(NOW + 1).to_string());
+    for (what, endpoint, h, b) in [
+        ("signature", "discord", with(&headers, name, &flipped), b()),
         (
-            with(&headers, "x-signature-ed25519", &flipped),
-            COMMAND.as_bytes().to_vec(),
-            "signature",
-        ),
-        (
-            with(&headers, "x-signature-ed25519", &sig[..126]),
-            COMMAND.into(),
             "truncated",
+            "discord",
+            with(&headers, name, &sig[..126]),
+            b(),
+        ),
+        ("timestamp", "discord", moved, b()),
+        (
+            "body byte",
+            "discord",
+            headers.clone(),
+            flip_body_byte(COMMAND),
         ),
         (
-            with(&headers, "x-signature-timestamp", &(NOW + 1).to_string()),
-            COMMAND.into(),
-            "timestamp",
-        ),
-        (headers.clone(), body, "body byte"),
-        (
+            "whitespace",
+            "discord",
             headers.clone(),
             format!("{COMMAND} ").into_bytes(),
-            "whitespace",
         ),
-    ];
-    for (h, b, what) in cases {
-        assert_401(&app, "discord", &h, b, "invalid_signature", what).await;
+        ("wrong key", "wrong", headers.clone(), b()),
+        ("expired key", "expired", headers.clone(), b()),
+    ] {
+        v.expect(endpoint, &h, b, INVALID_SIGNATURE, what).await;
     }
-    assert_401(
-        &app,
-        "wrong",
-        &headers,
-        COMMAND,
-        "invalid_signature",
-        "wrong key",
-    )
-    .await;
-    assert_401(
-        &app,
-        "expired",
-        &headers,
-        COMMAND,
-        "invalid_signature",
-        "expired key",
-    )
-    .await;
+}
+
+#[tokio::test]
+async fn interactions_and_events_are_stored_once() {
+    let app = app(NOW).await;
+    let headers = signed(1, NOW, COMMAND);
+    let sig = header(&headers, "x-signature-ed25519").to_owned();
 
     // Accepted with an empty 202 (what Discord takes before a callback answer); uppercase hex
     // as Discord's library accepts it; then a duplicate: still one row.
@@ -209,12 +165,7 @@ async fn interactions_and_events_are_stored_once_and_mutations_refused() {
         1,
         "the redelivery is a duplicate"
     );
-    let (id, kind, version): (String, String, String) = sqlx::query_as(
-        "SELECT provider_event_id, event_type, matched_secret_version FROM webhook_inbox",
-    )
-    .fetch_one(&app.db)
-    .await
-    .unwrap();
+    let (id, kind, version) = only_event(&app).await;
     assert_eq!(
         (id.as_str(), kind.as_str(), version.as_str()),
         (
@@ -252,23 +203,17 @@ async fn interactions_and_events_are_stored_once_and_mutations_refused() {
 #[tokio::test]
 async fn signed_timestamps_have_a_tolerance_of_its_own() {
     let headers = signed(1, NOW, COMMAND);
+    let mut v = verifier(NOW).await;
+    let accepted = Verdict::Accepted("app-1".into());
     // 900 s in the past and 300 s in the future are accepted; one second more is stale.
-    for (now, status) in [
-        (NOW + 900, 202),
-        (NOW + 901, 401),
-        (NOW - 300, 202),
-        (NOW - 301, 401),
+    for (now, want) in [
+        (NOW + 900, accepted.clone()),
+        (NOW + 901, STALE_TIMESTAMP),
+        (NOW - 300, accepted),
+        (NOW - 301, STALE_TIMESTAMP),
     ] {
-        let app = app(now).await;
-        let answer = app.post("discord", &refs(&headers), COMMAND).await;
-        assert_eq!(
-            answer.status,
-            status,
-            "now = ts {:+}: {answer:?}",
-            now - NOW
-        );
-        if status == 401 {
-            assert_eq!(answer.code(), "stale_timestamp");
-        }
+        v = v.at(now);
+        let what = format!("now = ts {:+}", now - NOW);
+        v.expect("discord", &headers, COMMAND, want, &what).await;
     }
 }

@@ -1,90 +1,81 @@
-//! Meta over real HTTP: `X-Hub-Signature-256` over the raw body, the GET `hub.challenge`
-//! verification under the `verify-token` slot, and batches as one event per item.
+//! Meta: `X-Hub-Signature-256` over the raw body (refusals verified with no database), the GET
+//! `hub.challenge` verification under the `verify-token` slot, and batches as one event per
+//! item, over HTTP.
 
-use crate::support::{app::*, files::*, get::*, http::*, signing::*};
+use crate::support::offline::{INVALID_SIGNATURE, Verdict, Verifier};
+use crate::support::secrets::{SecretsFile, endpoint, endpoints, value};
+use crate::support::{app::*, get::*, http::*, mutate::*, signing::*, stored::*, vectors::*};
 
 const APP_SECRET: &str = "742a30f3225d4664d2a7bfdcb11ba27d";
 const VERIFY_TOKEN: &str = "wharf-verify-624016035f08";
+const NEWER_SECRET: &str = "0123456789abcdef0123456789abcdef";
+const EXPIRED: &str = "2020-01-01T00:00:00Z";
+
+fn secrets() -> SecretsFile {
+    SecretsFile::new()
+        .set(
+            "meta-app",
+            [value("a2", NEWER_SECRET), value("a1", APP_SECRET)],
+        )
+        .set("meta-verify", [value("v1", VERIFY_TOKEN)])
+        .set(
+            "meta-expired",
+            [
+                value("a2", NEWER_SECRET),
+                value("a1", APP_SECRET).expires(EXPIRED),
+            ],
+        )
+        .set(
+            "meta-verify-expired",
+            [
+                value("v2", "a-newer-verify-token"),
+                value("v1", VERIFY_TOKEN).expires(EXPIRED),
+            ],
+        )
+        .set("meta-vector", [value("p1", "TEST_APP_SECRET")])
+        .set("meta-docs-verify", [value("d1", "meatyhamhock")])
+}
+
+/// Each endpoint: its id, the app secret's set, and the verify token's.
+fn endpoint_tables() -> String {
+    endpoints(
+        [
+            ("meta", "meta-app", "meta-verify"),
+            ("meta-expired", "meta-expired", "meta-verify-expired"),
+            ("meta-docs", "meta-vector", "meta-docs-verify"),
+        ]
+        .map(|(id, secret, verify)| {
+            endpoint(id, "meta")
+                .secret(secret)
+                .line(&format!("secrets = {{ verify-token = \"{verify}\" }}"))
+        }),
+    )
+}
 
 async fn app() -> TestApp {
-    let secrets = format!(
-        r#"{}
-[[meta-app]]
-version = "a2"
-value = "0123456789abcdef0123456789abcdef"
-[[meta-app]]
-version = "a1"
-value = "{APP_SECRET}"
-
-[[meta-verify]]
-version = "v1"
-value = "{VERIFY_TOKEN}"
-
-[[meta-expired]]
-version = "a2"
-value = "0123456789abcdef0123456789abcdef"
-[[meta-expired]]
-version = "a1"
-value = "{APP_SECRET}"
-expires_at = "2020-01-01T00:00:00Z"
-
-[[meta-verify-expired]]
-version = "v2"
-value = "a-newer-verify-token"
-[[meta-verify-expired]]
-version = "v1"
-value = "{VERIFY_TOKEN}"
-expires_at = "2020-01-01T00:00:00Z"
-
-[[meta-vector]]
-version = "p1"
-value = "TEST_APP_SECRET"
-
-[[meta-docs-verify]]
-version = "d1"
-value = "meatyhamhock"
-"#,
-        default_secrets()
-    );
     TestApp::builder()
         .add_adapter("meta.wasm")
-        .secrets_file(secrets)
-        .add_endpoints(
-            r#"
-[[endpoint]]
-id = "meta"
-adapter = "meta"
-secret = "meta-app"
-secrets = { verify-token = "meta-verify" }
-
-[[endpoint]]
-id = "meta-expired"
-adapter = "meta"
-secret = "meta-expired"
-secrets = { verify-token = "meta-verify-expired" }
-
-[[endpoint]]
-id = "meta-docs"
-adapter = "meta"
-secret = "meta-vector"
-secrets = { verify-token = "meta-docs-verify" }
-"#,
-        )
+        .secrets_file(secrets())
+        .add_endpoints(endpoint_tables())
         .start()
         .await
 }
 
-fn signed(secret: &str, body: &str) -> Vec<(String, String)> {
-    vec![
-        ("content-type".into(), "application/json".into()),
-        (
-            "x-hub-signature-256".into(),
-            format!(
-                "sha256={}",
-                hex::encode(hmac_sha256(secret.as_bytes(), body.as_bytes()))
-            ),
-        ),
-    ]
+async fn verifier() -> Verifier {
+    Verifier::of("meta.wasm", &endpoint_tables(), secrets(), now()).await
+}
+
+fn signed(secret: &str, body: &str) -> Headers {
+    let mac = hex::encode(hmac_sha256(secret.as_bytes(), body.as_bytes()));
+    pairs(&[
+        ("content-type", "application/json"),
+        ("x-hub-signature-256", &format!("sha256={mac}")),
+    ])
+}
+
+/// POSTs `body` signed with the app secret to `meta`, and asserts the answer.
+async fn post_signed(app: &TestApp, body: &str, want: (u16, &str)) {
+    expect_answer(app, "meta", &signed(APP_SECRET, body), body, want).await;
 }
 
 /// A WhatsApp batch: inbound messages by id, then status updates as (wamid, status).
@@ -112,42 +103,41 @@ async fn event_ids(app: &TestApp) -> Vec<String> {
 }
 
 #[tokio::test]
-async fn meta_published_vectors() {
-    let app = app().await;
-    let file = vectors("meta.json");
-    let post = &file["vectors"][0];
-    let body = post["body"].as_str().unwrap();
-    let signature = post["headers"]["X-Hub-Signature-256"].as_str().unwrap();
+async fn meta_published_signature_vector() {
+    let v = verifier().await;
+    let vector = &vector_file("meta.json").vectors[0];
+    let signature = pairs(&[("x-hub-signature-256", vector.header("X-Hub-Signature-256"))]);
     // The SDK's vector signs "test", which is not a Graph batch: it verifies (so 400, not 401)
     // and nothing is stored.
-    let answer = app
-        .post("meta-docs", &[("x-hub-signature-256", signature)], body)
+    let malformed = Verdict::Rejected(400, "malformed");
+    let body = vector.body.as_str();
+    v.expect("meta-docs", &signature, body, malformed, "vector")
         .await;
-    assert_eq!(
-        (answer.status, answer.code()),
-        (400, "malformed"),
-        "{answer:?}"
-    );
-    let answer = app
-        .post("meta-docs", &[("x-hub-signature-256", signature)], "tesu")
-        .await;
-    assert_eq!((answer.status, answer.code()), (401, "invalid_signature"));
-
-    let handshake = &file["vectors"][1];
-    let query = handshake["query"].as_str().unwrap();
-    let answer = get(&app.client, &app.base, "meta-docs", query).await;
-    assert_eq!(answer.status, 200, "{answer:?}");
-    assert_eq!(answer.content_type.as_deref(), Some("text/plain"));
-    assert_eq!(
-        answer.body,
-        handshake["expect_response"]["body"].as_str().unwrap()
-    );
-    assert_eq!(app.count("webhook_inbox").await, 0);
+    v.expect(
+        "meta-docs",
+        &signature,
+        "tesu",
+        INVALID_SIGNATURE,
+        "changed",
+    )
+    .await;
 }
 
 #[tokio::test]
 async fn meta_get_verification() {
     let app = app().await;
+    // The docs' sample verification request, answered with its challenge as plain text.
+    let handshake = &vector_file("meta.json").vectors[1];
+    let query = handshake.query.as_deref().unwrap();
+    let answer = get(&app.client, &app.base, "meta-docs", query).await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(answer.content_type.as_deref(), Some("text/plain"));
+    let expected = handshake.expect_response.as_ref().unwrap();
+    assert_eq!(
+        (answer.status, answer.body.as_str()),
+        (expected.status, expected.body.as_str())
+    );
+
     let good =
         format!("hub.mode=subscribe&hub.challenge=1089785435&hub.verify_token={VERIFY_TOKEN}");
     let answer = get(&app.client, &app.base, "meta", &good).await;
@@ -211,53 +201,36 @@ async fn meta_get_verification() {
 }
 
 #[tokio::test]
-async fn meta_batches_mutations_and_dedup() {
-    let app = app().await;
+async fn meta_mutations_and_keys() {
+    let v = verifier().await;
     let body = whatsapp(&["wamid.A", "wamid.B"], &[("wamid.OUT", "delivered")]);
-
-    let mut tampered = body.as_bytes().to_vec();
-    tampered[body.len() / 2] ^= 1;
-    let mut bad = signed(APP_SECRET, &body);
-    let sig = bad[1].1.clone();
-    bad[1].1 = format!(
-        "{}{}",
-        &sig[..sig.len() - 1],
-        if sig.ends_with('0') { '1' } else { '0' }
-    );
+    let headers = signed(APP_SECRET, &body);
+    let name = "x-hub-signature-256";
+    let bad = with(&headers, name, &flip_last_hex(header(&headers, name)));
+    let b = || body.clone().into_bytes();
     for (what, endpoint, headers, body) in [
-        ("body byte", "meta", signed(APP_SECRET, &body), tampered),
-        ("signature", "meta", bad, body.clone().into_bytes()),
+        ("body byte", "meta", headers.clone(), flip_body_byte(&body)),
+        ("signature", "meta", bad, b()),
         (
             "wrong secret",
             "meta",
             signed("not-the-app-secret", &body),
-            body.clone().into_bytes(),
+            b(),
         ),
-        (
-            "expired",
-            "meta-expired",
-            signed(APP_SECRET, &body),
-            body.clone().into_bytes(),
-        ),
+        ("expired", "meta-expired", headers.clone(), b()),
     ] {
-        let answer = app.post(endpoint, &refs(&headers), body).await;
-        assert_eq!(
-            (answer.status, answer.code()),
-            (401, "invalid_signature"),
-            "{what}"
-        );
+        v.expect(endpoint, &headers, body, INVALID_SIGNATURE, what)
+            .await;
     }
-    assert_eq!(app.count("webhook_inbox").await, 0);
+}
+
+#[tokio::test]
+async fn meta_batches_and_dedup() {
+    let app = app().await;
+    let body = whatsapp(&["wamid.A", "wamid.B"], &[("wamid.OUT", "delivered")]);
 
     // One event per item, under the set's previous version.
-    let answer = app
-        .post("meta", &refs(&signed(APP_SECRET, &body)), body.clone())
-        .await;
-    assert_eq!(
-        (answer.status, answer.code()),
-        (200, "accepted"),
-        "{answer:?}"
-    );
+    post_signed(&app, &body, (200, "accepted")).await;
     assert_eq!(
         event_ids(&app).await,
         ["wamid.A", "wamid.B", "wamid.OUT:delivered"]
@@ -270,14 +243,7 @@ async fn meta_batches_mutations_and_dedup() {
     assert_eq!(version, "a1");
 
     // Meta's retry: the same batch again is a duplicate.
-    let answer = app
-        .post("meta", &refs(&signed(APP_SECRET, &body)), body.clone())
-        .await;
-    assert_eq!(
-        (answer.status, answer.code()),
-        (200, "duplicate"),
-        "{answer:?}"
-    );
+    post_signed(&app, &body, (200, "duplicate")).await;
     assert_eq!(app.count("webhook_inbox").await, 3);
 
     // Across requests: a batch repeating a stored item stores only its new ones, and a status
@@ -308,13 +274,6 @@ async fn meta_batches_mutations_and_dedup() {
 
     // A change without an id of its own is not keyed on a hash of the payload: unsupported.
     let feed = r#"{"object":"page","entry":[{"id":"1234567890123456","time":1764522020,"changes":[{"field":"feed","value":{"item":"comment","verb":"add","comment_id":"98_11","message":"\u00e4\u00f6\u00e5 http:\/\/x"}}]}]}"#;
-    let answer = app
-        .post("meta", &refs(&signed(APP_SECRET, feed)), feed)
-        .await;
-    assert_eq!(
-        (answer.status, answer.code()),
-        (422, "unsupported_event_type"),
-        "{answer:?}"
-    );
+    post_signed(&app, feed, (422, "unsupported_event_type")).await;
     assert_eq!(app.count("webhook_inbox").await, 6);
 }

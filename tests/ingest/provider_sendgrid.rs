@@ -1,8 +1,11 @@
-//! SendGrid's Signed Event Webhook over real HTTP: the published vectors (high-S signatures,
-//! CRLFs in the body), one mutation of each signed element, keys, and batches stored one row
-//! per event, each row's payload its own element of the array.
+//! SendGrid's Signed Event Webhook: the published vectors (high-S signatures, CRLFs in the
+//! body), one mutation of each signed element, keys and the tolerance, verified with no
+//! database; over HTTP, batches stored one row per event, each row's payload its own element
+//! of the array.
 
-use crate::support::{app::*, files::*, http::*};
+use crate::support::offline::{INVALID_SIGNATURE, STALE_TIMESTAMP, Verdict, Verifier};
+use crate::support::secrets::{SecretsFile, Version, endpoint, public_key};
+use crate::support::{app::*, mutate::*, stored::*, vectors::*};
 use base64::Engine as _;
 use p256::ecdsa::{Signature, SigningKey, signature::Signer as _};
 use serde_json::Value;
@@ -11,54 +14,39 @@ const TS: &str = "X-Twilio-Email-Event-Webhook-Timestamp";
 const SIG: &str = "X-Twilio-Email-Event-Webhook-Signature";
 const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
 
-fn endpoint_toml() -> &'static str {
-    "\n[[endpoint]]\nid = \"sg\"\nadapter = \"sendgrid\"\nsecret = \"sg\"\n"
+fn secrets(keys: impl IntoIterator<Item = Version>) -> SecretsFile {
+    SecretsFile::new().set("sg", keys)
 }
 
-/// An app whose `sg` endpoint trusts `keys` (version, base64 SPKI, optional expiry).
-async fn app(now: i64, keys: &[(&str, &str, Option<&str>)]) -> TestApp {
-    let mut secrets = crate::support::signing::default_secrets();
-    for (version, key, expires) in keys {
-        secrets.push_str(&format!(
-            "[[sg]]\nversion = \"{version}\"\npublic_key = \"{key}\"\n"
-        ));
-        if let Some(at) = expires {
-            secrets.push_str(&format!("expires_at = \"{at}\"\n"));
-        }
-    }
+/// An app whose `sg` endpoint trusts `keys`.
+async fn app(now: i64, keys: impl IntoIterator<Item = Version>) -> TestApp {
     TestApp::builder()
         .add_adapter("sendgrid.wasm")
-        .secrets_file(secrets)
-        .add_endpoints(endpoint_toml())
+        .secrets_file(secrets(keys))
+        .add_endpoints(endpoint("sg", "sendgrid").toml())
         .fixed_clock(now)
         .start()
         .await
 }
 
-fn headers(ts: &str, sig: &str) -> Vec<(String, String)> {
-    vec![
-        ("Content-Type".into(), "application/json".into()),
-        (TS.into(), ts.into()),
-        (SIG.into(), sig.into()),
-    ]
+/// The same, verified with no database.
+async fn verifier(now: i64, keys: impl IntoIterator<Item = Version>) -> Verifier {
+    let tables = endpoint("sg", "sendgrid").toml();
+    Verifier::of("sendgrid.wasm", &tables, secrets(keys), now).await
+}
+
+fn headers(ts: &str, sig: &str) -> Headers {
+    pairs(&[("Content-Type", "application/json"), (TS, ts), (SIG, sig)])
 }
 
 async fn post(app: &TestApp, h: &[(String, String)], body: impl Into<Vec<u8>>) -> (u16, String) {
-    let answer = app.post("sg", &refs(h), body).await;
-    (answer.status, answer.code().to_owned())
+    status_code(app, "sg", h, body).await
 }
 
 /// The stored rows: event id and the bytes of the body its payload span covers.
 async fn stored(app: &TestApp, body: &[u8]) -> Vec<(String, Vec<u8>)> {
-    let rows: Vec<(String, i64, i64)> = sqlx::query_as(
-        "SELECT provider_event_id, payload_start, payload_end FROM webhook_inbox ORDER BY payload_start",
-    )
-    .fetch_all(&app.db)
-    .await
-    .unwrap();
-    rows.into_iter()
-        .map(|(id, a, z)| (id, body[a as usize..z as usize].to_vec()))
-        .collect()
+    let spans = spans(app, body).await.into_iter();
+    spans.map(|(id, span)| (id, span.to_vec())).collect()
 }
 
 /// Each element of the JSON array in `body`, compacted, with its `sg_event_id`.
@@ -70,54 +58,80 @@ fn elements(body: &str) -> Vec<(String, Value)> {
         .collect()
 }
 
+/// The single-event vector's timestamp, which the invalid vectors reuse.
+const DROPPED_TS: i64 = 1_600_112_502;
+
+/// A vector's clock: ten seconds after it was signed (the vector whose timestamp is no number
+/// is verified at the others').
+fn signed_at(v: &Vector) -> i64 {
+    v.header(TS).parse().unwrap_or(DROPPED_TS) + 10
+}
+
 #[tokio::test]
-async fn published_vectors_verify_and_every_signed_element_matters() {
-    let file = vectors("sendgrid.json");
-    let valid = file["vectors"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|v| v["expect"] == "valid");
-    for (n, vector) in valid.enumerate() {
-        let ts = vector["headers"][TS].as_str().unwrap();
-        let sig = vector["headers"][SIG].as_str().unwrap();
-        let body = vector["body"].as_str().unwrap();
-        let key = vector["key"].as_str().unwrap();
-        let now: i64 = ts.parse::<i64>().unwrap() + 10;
-        let app = app(now, &[("sg-1", key, None)]).await;
-        let h = headers(ts, sig);
+async fn published_vectors_verify() {
+    let file = vector_file("sendgrid.json");
+    let published = Published::new(&file.vectors, "sendgrid", "sg", public_key);
+    let verifier = published.verifier("sendgrid.wasm", 0).await;
+    let want = |_: usize, v: &Vector| match v.valid() {
+        true => Verdict::Accepted("v1".into()),
+        false => INVALID_SIGNATURE,
+    };
+    published.verify(verifier, signed_at, want).await;
+}
+
+/// The published vectors that verify, each with the headers that carry its signature.
+fn valid_vectors() -> Vec<(Vector, Headers)> {
+    let file = vector_file("sendgrid.json");
+    let valid = file.vectors.into_iter().filter(Vector::valid);
+    valid
+        .map(|v| {
+            let h = headers(v.header(TS), v.header(SIG));
+            (v, h)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn every_signed_element_matters() {
+    for (n, (vector, h)) in valid_vectors().iter().enumerate() {
+        let (ts, sig, body) = (vector.header(TS), vector.header(SIG), vector.body.as_str());
+        let v = verifier(signed_at(vector), [public_key("sg-1", &vector.key)]).await;
 
         // One body byte, the CRLF SendGrid signs, the timestamp, the signature.
-        let mut flipped = body.as_bytes().to_vec();
-        flipped[body.len() / 2] ^= 1;
-        let bump = (ts.parse::<i64>().unwrap() + 1).to_string();
+        let bump = (vector.timestamp(TS) + 1).to_string();
         let mut der = B64.decode(sig).unwrap();
         *der.last_mut().unwrap() ^= 1;
+        let b = || body.as_bytes().to_vec();
         for (what, h, b) in [
-            ("body byte", h.clone(), flipped),
+            ("body byte", h.clone(), flip_body_byte(body)),
             (
                 "trimmed CRLF",
                 h.clone(),
                 body.trim_end().as_bytes().to_vec(),
             ),
-            ("timestamp", headers(&bump, sig), body.as_bytes().to_vec()),
-            (
-                "signature",
-                headers(ts, &B64.encode(&der)),
-                body.as_bytes().to_vec(),
-            ),
-            ("no signature", h[..2].to_vec(), body.as_bytes().to_vec()),
+            ("timestamp", headers(&bump, sig), b()),
+            ("signature", headers(ts, &B64.encode(&der)), b()),
+            ("no signature", without(h, SIG), b()),
         ] {
-            assert_eq!(
-                post(&app, &h, b).await,
-                (401, "invalid_signature".into()),
-                "{what}"
-            );
+            v.expect(
+                "sg",
+                &h,
+                b,
+                INVALID_SIGNATURE,
+                &format!("vector {n}: {what}"),
+            )
+            .await;
         }
-        assert_eq!(app.count("webhook_inbox").await, 0, "no mutation is stored");
+    }
+}
 
+#[tokio::test]
+async fn published_batches_are_stored_one_row_per_event() {
+    for (n, (vector, h)) in valid_vectors().iter().enumerate() {
+        let app = app(signed_at(vector), [public_key("sg-1", &vector.key)]).await;
+        let body = vector.body.as_str();
         assert_eq!(
-            post(&app, &h, body).await,
+            post(&app, h, body).await,
             (200, "accepted".into()),
             "vector {n}"
         );
@@ -132,7 +146,7 @@ async fn published_vectors_verify_and_every_signed_element_matters() {
             assert!(payload.starts_with(b"{") && payload.ends_with(b"}"));
         }
         // SendGrid's retries repeat the batch: answered duplicate, nothing added.
-        assert_eq!(post(&app, &h, body).await, (200, "duplicate".into()));
+        assert_eq!(post(&app, h, body).await, (200, "duplicate".into()));
         assert_eq!(app.count("webhook_inbox").await, events.len() as i64);
         app.shutdown().await;
     }
@@ -140,48 +154,32 @@ async fn published_vectors_verify_and_every_signed_element_matters() {
 
 #[tokio::test]
 async fn wrong_and_expired_keys_and_the_tolerance() {
-    let file = vectors("sendgrid.json");
-    let v = &file["vectors"][0];
-    let (ts, sig, body) = (
-        v["headers"][TS].as_str().unwrap(),
-        v["headers"][SIG].as_str().unwrap(),
-        v["body"].as_str().unwrap(),
-    );
-    let key = v["key"].as_str().unwrap();
-    let other = file["vectors"][1]["key"].as_str().unwrap();
-    let t: i64 = ts.parse().unwrap();
-    let h = headers(ts, sig);
+    let file = vector_file("sendgrid.json");
+    let vector = &file.vectors[0];
+    let (key, other) = (&vector.key, &file.vectors[1].key);
+    let (t, body) = (vector.timestamp(TS), vector.body.as_str());
+    let h = headers(vector.header(TS), vector.header(SIG));
 
-    let wrong = app(t, &[("sg-1", other, None)]).await;
-    assert_eq!(
-        post(&wrong, &h, body).await,
-        (401, "invalid_signature".into())
-    );
+    let wrong = verifier(t, [public_key("sg-1", other)]).await;
+    wrong
+        .expect("sg", &h, body, INVALID_SIGNATURE, "wrong")
+        .await;
     // The right key, expired, beside a current other one.
-    let expired = app(
-        t,
-        &[
-            ("new", other, None),
-            ("old", key, Some("2020-09-01T00:00:00Z")),
-        ],
-    )
-    .await;
-    assert_eq!(
-        post(&expired, &h, body).await,
-        (401, "invalid_signature".into())
-    );
+    let expired = [
+        public_key("new", other),
+        public_key("old", key).expires("2020-09-01T00:00:00Z"),
+    ];
+    let expired = verifier(t, expired).await;
+    expired
+        .expect("sg", &h, body, INVALID_SIGNATURE, "expired")
+        .await;
     // A retry not re-signed still verifies 24 h later; past 25 h it is stale.
-    let late = app(t + 24 * 3600, &[("sg-1", key, None)]).await;
-    assert_eq!(post(&late, &h, body).await, (200, "accepted".into()));
-    let stale = app(t + 25 * 3600 + 1, &[("sg-1", key, None)]).await;
-    assert_eq!(
-        post(&stale, &h, body).await,
-        (401, "stale_timestamp".into())
-    );
-    for (a, rows) in [(wrong, 0), (expired, 0), (late, 1), (stale, 0)] {
-        assert_eq!(a.count("webhook_inbox").await, rows);
-        a.shutdown().await;
-    }
+    let late = verifier(t + 24 * 3600, [public_key("sg-1", key)]).await;
+    let accepted = Verdict::Accepted("sg-1".into());
+    late.expect("sg", &h, body, accepted, "late").await;
+    assert_eq!(late.event_ids("sg", &h, body).await.len(), 1, "one row");
+    let stale = late.at(t + 25 * 3600 + 1);
+    stale.expect("sg", &h, body, STALE_TIMESTAMP, "stale").await;
 }
 
 /// Signs `body` as SendGrid does: DER ECDSA P-256 over `ts || body`.
@@ -206,7 +204,7 @@ async fn batches_dedup_inside_and_across_requests_and_fail_whole() {
     let spki = B64.encode(der);
     // In the past: rows take the clock's day, and the days before partitioning are one table.
     let now = 1_700_000_000;
-    let app = app(now, &[("sg-1", &spki, None)]).await;
+    let app = app(now, [public_key("sg-1", &spki)]).await;
     let ts = now.to_string();
 
     // The same event twice in one batch: one row, the request accepted.

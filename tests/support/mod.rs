@@ -6,9 +6,14 @@
 //! - [`files`]: the repository's files (built adapters, vectors) and file operations.
 //! - [`get`]: GET requests (handshakes served on GET) and their text answers.
 //! - [`http`]: requests to the server and what it answers, down to raw TCP.
+//! - [`mutate`]: requests changed one element at a time (header names ignoring case).
+//! - [`offline`]: the host's verification alone, with no server and no database.
 //! - [`process`]: the `wharf` binary run as a child process, and its log.
+//! - [`secrets`]: secret sets (versions, expiry, public keys) and endpoints, as TOML.
 //! - [`signing`]: provider secrets, and requests signed as Stripe and GitHub sign them.
+//! - [`stored`]: what a provider test's app answered and stored.
 //! - [`text`]: answers that are not JSON (Adyen's `[accepted]`).
+//! - [`vectors`]: the published vectors, typed, and the runner that sends them.
 //!
 //! Used by the processing tests only:
 //!
@@ -26,9 +31,14 @@ pub mod database;
 pub mod files;
 pub mod get;
 pub mod http;
+pub mod mutate;
 pub mod nats;
+pub mod offline;
 pub mod process;
 pub mod receiver;
+pub mod secrets;
 pub mod signing;
+pub mod stored;
 pub mod text;
+pub mod vectors;
 pub mod wait;
