@@ -73,3 +73,69 @@ impl GuestState {
         Ok(self.table.get(req)?)
     }
 }
+
+/// The `request` methods every served WIT version shares, written once: each version's
+/// `HostRequest` trait is its own type, so the impls are stamped out from here.
+macro_rules! shared_request_methods {
+    () => {
+        fn endpoint_id(
+            &mut self,
+            req: wasmtime::component::Resource<RequestView>,
+        ) -> wasmtime::Result<String> {
+            Ok(self.request(&req)?.endpoint_id.clone())
+        }
+
+        fn url(
+            &mut self,
+            req: wasmtime::component::Resource<RequestView>,
+        ) -> wasmtime::Result<Option<String>> {
+            Ok(self.request(&req)?.url.clone())
+        }
+
+        fn header(
+            &mut self,
+            req: wasmtime::component::Resource<RequestView>,
+            name: String,
+        ) -> wasmtime::Result<Option<Vec<u8>>> {
+            Ok(self.request(&req)?.header(&name))
+        }
+
+        fn header_values(
+            &mut self,
+            req: wasmtime::component::Resource<RequestView>,
+            name: String,
+        ) -> wasmtime::Result<Vec<Vec<u8>>> {
+            Ok(self.request(&req)?.header_values(&name))
+        }
+
+        fn headers(
+            &mut self,
+            req: wasmtime::component::Resource<RequestView>,
+        ) -> wasmtime::Result<Vec<(String, Vec<u8>)>> {
+            Ok(self.request(&req)?.headers())
+        }
+
+        fn body_len(
+            &mut self,
+            req: wasmtime::component::Resource<RequestView>,
+        ) -> wasmtime::Result<u64> {
+            Ok(self.request(&req)?.body.len() as u64)
+        }
+
+        fn body(
+            &mut self,
+            req: wasmtime::component::Resource<RequestView>,
+        ) -> wasmtime::Result<Vec<u8>> {
+            Ok(self.request(&req)?.body.to_vec())
+        }
+
+        fn drop(
+            &mut self,
+            req: wasmtime::component::Resource<RequestView>,
+        ) -> wasmtime::Result<()> {
+            self.table.delete(req)?;
+            Ok(())
+        }
+    };
+}
+pub(super) use shared_request_methods;

@@ -3,8 +3,6 @@
 //! Every 0.1 result has a 0.2 equivalent: a check verified with the adapter's one algorithm
 //! under the endpoint's `secret`, an event that is the whole body, a handshake of fixed bytes.
 
-use wasmtime::component::Resource;
-
 use super::request::{GuestState, RequestView};
 use super::v0_2;
 
@@ -24,46 +22,7 @@ pub use generated::{Adapter, AdapterPre};
 impl v1::Host for GuestState {}
 
 impl v1::HostRequest for GuestState {
-    fn endpoint_id(&mut self, req: Resource<RequestView>) -> wasmtime::Result<String> {
-        Ok(self.request(&req)?.endpoint_id.clone())
-    }
-
-    fn url(&mut self, req: Resource<RequestView>) -> wasmtime::Result<Option<String>> {
-        Ok(self.request(&req)?.url.clone())
-    }
-
-    fn header(
-        &mut self,
-        req: Resource<RequestView>,
-        name: String,
-    ) -> wasmtime::Result<Option<Vec<u8>>> {
-        Ok(self.request(&req)?.header(&name))
-    }
-
-    fn header_values(
-        &mut self,
-        req: Resource<RequestView>,
-        name: String,
-    ) -> wasmtime::Result<Vec<Vec<u8>>> {
-        Ok(self.request(&req)?.header_values(&name))
-    }
-
-    fn headers(&mut self, req: Resource<RequestView>) -> wasmtime::Result<Vec<(String, Vec<u8>)>> {
-        Ok(self.request(&req)?.headers())
-    }
-
-    fn body_len(&mut self, req: Resource<RequestView>) -> wasmtime::Result<u64> {
-        Ok(self.request(&req)?.body.len() as u64)
-    }
-
-    fn body(&mut self, req: Resource<RequestView>) -> wasmtime::Result<Vec<u8>> {
-        Ok(self.request(&req)?.body.to_vec())
-    }
-
-    fn drop(&mut self, req: Resource<RequestView>) -> wasmtime::Result<()> {
-        self.table.delete(req)?;
-        Ok(())
-    }
+    super::request::shared_request_methods!();
 }
 
 impl From<v1::Algorithm> for v0_2::Algorithm {

@@ -24,9 +24,7 @@ pub use generated::{Adapter, AdapterPre};
 impl generated::wharf::adapter::types::Host for GuestState {}
 
 impl generated::wharf::adapter::types::HostRequest for GuestState {
-    fn endpoint_id(&mut self, req: Resource<RequestView>) -> wasmtime::Result<String> {
-        Ok(self.request(&req)?.endpoint_id.clone())
-    }
+    super::request::shared_request_methods!();
 
     fn method(&mut self, req: Resource<RequestView>) -> wasmtime::Result<Method> {
         // Only POST and GET ever reach an adapter (the route serves nothing else).
@@ -37,40 +35,8 @@ impl generated::wharf::adapter::types::HostRequest for GuestState {
         })
     }
 
-    fn url(&mut self, req: Resource<RequestView>) -> wasmtime::Result<Option<String>> {
-        Ok(self.request(&req)?.url.clone())
-    }
-
     fn query(&mut self, req: Resource<RequestView>) -> wasmtime::Result<Option<String>> {
         Ok(self.request(&req)?.query.clone())
-    }
-
-    fn header(
-        &mut self,
-        req: Resource<RequestView>,
-        name: String,
-    ) -> wasmtime::Result<Option<Vec<u8>>> {
-        Ok(self.request(&req)?.header(&name))
-    }
-
-    fn header_values(
-        &mut self,
-        req: Resource<RequestView>,
-        name: String,
-    ) -> wasmtime::Result<Vec<Vec<u8>>> {
-        Ok(self.request(&req)?.header_values(&name))
-    }
-
-    fn headers(&mut self, req: Resource<RequestView>) -> wasmtime::Result<Vec<(String, Vec<u8>)>> {
-        Ok(self.request(&req)?.headers())
-    }
-
-    fn body_len(&mut self, req: Resource<RequestView>) -> wasmtime::Result<u64> {
-        Ok(self.request(&req)?.body.len() as u64)
-    }
-
-    fn body(&mut self, req: Resource<RequestView>) -> wasmtime::Result<Vec<u8>> {
-        Ok(self.request(&req)?.body.to_vec())
     }
 
     fn setting(
@@ -79,10 +45,5 @@ impl generated::wharf::adapter::types::HostRequest for GuestState {
         name: String,
     ) -> wasmtime::Result<Option<String>> {
         Ok(self.request(&req)?.settings.get(&name).cloned())
-    }
-
-    fn drop(&mut self, req: Resource<RequestView>) -> wasmtime::Result<()> {
-        self.table.delete(req)?;
-        Ok(())
     }
 }
