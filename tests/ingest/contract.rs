@@ -288,7 +288,7 @@ async fn a_contract_breach_fails_fixtures_check_and_reload_whatever_the_fixture_
 
     let app = written.start().await;
     let files: Vec<serde_json::Value> =
-        app.admin_get("/admin/adapters").await.json().await.unwrap();
+        serde_json::from_value(app.admin_get("/admin/adapters").await.json).unwrap();
     let status = files
         .iter()
         .find(|f| f["file"] == "test-misbehave.wasm")

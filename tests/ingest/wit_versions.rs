@@ -14,7 +14,8 @@ fn wit_0_1_stripe() -> Vec<u8> {
 
 /// `/admin/adapters`' row for `file`.
 async fn status_of(app: &TestApp, file: &str) -> Option<serde_json::Value> {
-    let files: Vec<serde_json::Value> = app.admin_get("/admin/adapters").await.json().await.ok()?;
+    let files: Vec<serde_json::Value> =
+        serde_json::from_value(app.admin_get("/admin/adapters").await.json).ok()?;
     files.into_iter().find(|f| f["file"] == file)
 }
 

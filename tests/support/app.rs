@@ -14,8 +14,8 @@ use wharf::{Server, ServerOptions};
 
 use super::database::{fresh_database, scalar_i64};
 use super::files::{adapter_file, repo_root};
-use super::http::{Answer, get_text, post};
-use super::signing::default_secrets;
+use super::http::{Answer, get_text, get_url, post, refs};
+use super::signing::{default_secrets, signed_stripe_event};
 
 pub const DEFAULT_ENDPOINTS: &str = r#"
 [[endpoint]]
@@ -115,6 +115,8 @@ pub struct TestAppBuilder {
     tail: String,
     /// Lines appended to the `[database]` table.
     database_extra: String,
+    /// Lines appended to the `[server]` table.
+    server_extra: String,
     adapters: Vec<&'static str>,
     clock: Option<SharedClock>,
     database_url: Option<String>,
@@ -143,6 +145,35 @@ impl TestAppBuilder {
     /// Replaces the secrets file's text.
     pub fn secrets_file(mut self, text: impl Into<String>) -> Self {
         self.secrets = text.into();
+        self
+    }
+    /// Appends to the secrets file's text (sets after the default ones).
+    pub fn add_secrets(mut self, text: impl AsRef<str>) -> Self {
+        self.secrets.push('\n');
+        self.secrets.push_str(text.as_ref());
+        self
+    }
+    /// One more `[[endpoint]]` (`extra`: more keys for it, one a line).
+    pub fn endpoint(self, id: &str, adapter: &str, secret: &str, extra: &str) -> Self {
+        self.add_endpoints(format!(
+            "\n[[endpoint]]\nid = \"{id}\"\nadapter = \"{adapter}\"\nsecret = \"{secret}\"\n{extra}\n"
+        ))
+    }
+    /// One endpoint per id, each of `adapter` and verified by the secret set of its own name.
+    pub fn endpoints_of(mut self, adapter: &str, ids: &[&str]) -> Self {
+        for id in ids {
+            self = self.endpoint(id, adapter, id, "");
+        }
+        self
+    }
+    /// `[worker]` settings for `count` workers ([`worker_toml`]); 0: the test drives each step.
+    pub fn workers(self, count: usize) -> Self {
+        self.append_toml(&worker_toml(count))
+    }
+    /// Lines added to the `[server]` table.
+    pub fn server_toml(mut self, lines: &str) -> Self {
+        self.server_extra.push_str(lines);
+        self.server_extra.push('\n');
         self
     }
     /// `[[endpoint]]` tables after the default ones.
@@ -227,7 +258,7 @@ impl TestAppBuilder {
 listen = "127.0.0.1:0"
 admin_listen = "127.0.0.1:0"
 max_body_bytes = {max_body}
-{admin}{transport}
+{server_extra}{admin}{transport}
 [database]
 url = "{database_url}"
 {database_extra}
@@ -244,6 +275,7 @@ key_file = "payload-keys.toml"
 {tail}"#,
             max_body = self.max_body_bytes,
             database_extra = self.database_extra,
+            server_extra = self.server_extra,
             cache = cache.display(),
             tail = self.tail,
         );
@@ -330,6 +362,7 @@ impl TestApp {
             secrets: default_secrets(),
             tail: DEFAULT_ENDPOINTS.into(),
             database_extra: String::new(),
+            server_extra: String::new(),
             adapters: vec!["standard-webhooks.wasm", "stripe.wasm", "github.wasm"],
             clock: None,
             database_url: None,
@@ -343,12 +376,44 @@ impl TestApp {
     }
 
     /// GET on the admin listener, with the admin token when the app has one.
-    pub async fn admin_get(&self, path: &str) -> reqwest::Response {
+    pub async fn admin_get(&self, path: &str) -> Answer {
         let mut request = self.client.get(format!("{}{path}", self.admin));
         if let Some(token) = &self.config.admin_token {
             request = request.bearer_auth(token);
         }
-        request.send().await.expect("admin answers")
+        Answer::read(request.send().await.expect("admin answers")).await
+    }
+
+    /// GET `path` on the webhook listener, without credentials.
+    pub async fn get(&self, path: &str) -> Answer {
+        get_url(&self.client, &format!("{}{path}", self.base)).await
+    }
+
+    /// GET `path` on the admin listener, without credentials.
+    pub async fn get_admin(&self, path: &str) -> Answer {
+        get_url(&self.client, &format!("{}{path}", self.admin)).await
+    }
+
+    /// POSTs a Stripe event freshly signed with the current secret to `endpoint`.
+    pub async fn post_stripe_to(&self, endpoint: &str, id: &str) -> Answer {
+        let (headers, body) = signed_stripe_event(id);
+        self.post(endpoint, &refs(&headers), body).await
+    }
+
+    /// POSTs a Stripe event freshly signed with the current secret to `stripe`.
+    pub async fn post_stripe(&self, id: &str) -> Answer {
+        self.post_stripe_to("stripe", id).await
+    }
+
+    /// POSTs a signed Stripe event, asserts it was answered 200, and gives its inbox id.
+    pub async fn accept_stripe(&self, id: &str) -> uuid::Uuid {
+        let answer = self.post_stripe(id).await;
+        assert_eq!(answer.status, 200, "{answer:?}");
+        answer.json["inbox_id"]
+            .as_str()
+            .expect("an inbox id")
+            .parse()
+            .expect("a uuid")
     }
 
     pub async fn post(

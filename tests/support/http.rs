@@ -13,21 +13,73 @@ pub fn metric(text: &str, series: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
-/// An answer, read whole.
+/// An HTTP answer, read whole: what every request helper of the kit returns.
 #[derive(Debug)]
 pub struct Answer {
     pub status: u16,
     pub headers: reqwest::header::HeaderMap,
+    /// The `Content-Type` header, when there is one.
+    pub content_type: Option<String>,
+    /// The body as text (lossy where it is not UTF-8).
+    pub body: String,
+    /// The body as JSON, `Null` when it is not JSON.
     pub json: serde_json::Value,
 }
 
 impl Answer {
+    /// Reads `response` whole.
+    pub async fn read(response: reqwest::Response) -> Answer {
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let bytes = response.bytes().await.expect("body");
+        Answer::from_parts(status, headers, &bytes)
+    }
+
+    /// An answer from its parts (a status line and head read off a raw stream).
+    pub fn from_parts(status: u16, headers: reqwest::header::HeaderMap, body: &[u8]) -> Answer {
+        let content_type = headers
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        Answer {
+            status,
+            headers,
+            content_type,
+            body: String::from_utf8_lossy(body).into_owned(),
+            json: serde_json::from_slice(body).unwrap_or(serde_json::Value::Null),
+        }
+    }
+
     /// The answer's `error` code, else its `status`, else empty.
     pub fn code(&self) -> &str {
         self.json["error"]
             .as_str()
             .or(self.json["status"].as_str())
             .unwrap_or("")
+    }
+
+    /// The value of header `name`, empty when absent.
+    pub fn header(&self, name: &str) -> &str {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    }
+
+    /// Asserts `(status, code)`, showing `context` and the whole answer when it differs.
+    #[track_caller]
+    pub fn assert_is(&self, status: u16, code: &str, context: &str) {
+        assert_eq!(
+            (self.status, self.code()),
+            (status, code),
+            "{context}: {self:?}"
+        );
+    }
+
+    /// Asserts `200 accepted`.
+    #[track_caller]
+    pub fn assert_accepted(&self, context: &str) {
+        self.assert_is(200, "accepted", context);
     }
 }
 
@@ -45,16 +97,12 @@ pub async fn post(
     for (k, v) in headers {
         request = request.header(*k, *v);
     }
-    let response = request.send().await.expect("request sent");
-    let status = response.status().as_u16();
-    let headers = response.headers().clone();
-    let bytes = response.bytes().await.expect("body");
-    let json = serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null);
-    Answer {
-        status,
-        headers,
-        json,
-    }
+    Answer::read(request.send().await.expect("request sent")).await
+}
+
+/// GETs `url` and reads the answer whole.
+pub async fn get_url(client: &reqwest::Client, url: &str) -> Answer {
+    Answer::read(client.get(url).send().await.expect("request sent")).await
 }
 
 pub async fn get_text(client: &reqwest::Client, url: &str) -> String {
