@@ -33,9 +33,7 @@ async fn request_still_coming(app: &TestApp) -> TcpStream {
 #[tokio::test]
 async fn headers_that_never_finish_are_cut_after_the_header_timeout() {
     let app = TestApp::builder()
-        .write_config()
-        .await
-        .append_server_toml("header_timeout_ms = 500")
+        .server_toml("header_timeout_ms = 500")
         .start()
         .await;
 
@@ -78,9 +76,7 @@ async fn headers_that_never_finish_are_cut_after_the_header_timeout() {
 #[tokio::test]
 async fn idle_keep_alive_connections_are_closed_after_the_idle_timeout() {
     let app = TestApp::builder()
-        .write_config()
-        .await
-        .append_server_toml("header_timeout_ms = 500")
+        .server_toml("header_timeout_ms = 500")
         .start()
         .await;
     let mut stream = TcpStream::connect(app.addr).await.unwrap();
@@ -105,9 +101,7 @@ async fn idle_keep_alive_connections_are_closed_after_the_idle_timeout() {
 #[tokio::test]
 async fn a_stalled_body_is_answered_408_and_closed_after_the_body_deadline() {
     let app = TestApp::builder()
-        .write_config()
-        .await
-        .append_server_toml("body_timeout_ms = 500")
+        .server_toml("body_timeout_ms = 500")
         .start()
         .await;
     let mut stream = TcpStream::connect(app.addr).await.unwrap();
@@ -195,9 +189,7 @@ async fn past_the_body_budget_requests_get_503_overloaded_before_their_body_is_r
 #[tokio::test]
 async fn at_the_connection_cap_an_idle_connection_makes_room_and_a_busy_one_does_not() {
     let app = TestApp::builder()
-        .write_config()
-        .await
-        .append_server_toml("max_connections = 2\nheader_timeout_ms = 60000")
+        .server_toml("max_connections = 2\nheader_timeout_ms = 60000")
         .start()
         .await;
     let request = b"GET /nothing-here HTTP/1.1\r\nhost: x\r\n\r\n";
@@ -285,9 +277,7 @@ async fn at_the_connection_cap_an_idle_connection_makes_room_and_a_busy_one_does
 #[tokio::test]
 async fn past_the_overflow_slots_a_connection_waits_its_turn_or_is_closed_at_once() {
     let app = TestApp::builder()
-        .write_config()
-        .await
-        .append_server_toml("max_connections = 1\nheader_timeout_ms = 60000")
+        .server_toml("max_connections = 1\nheader_timeout_ms = 60000")
         .start()
         .await;
     // The one slot serves a request whose body is still coming.

@@ -140,9 +140,7 @@ async fn a_request_the_database_refuses_fails_alone_and_its_neighbours_commit() 
 async fn past_capacity_a_request_is_refused_before_its_signature_is_checked() {
     let app = TestApp::builder()
         .append_database_toml("commit_timeout_ms = 1900\n")
-        .write_config()
-        .await
-        .append_server_toml("min_in_flight = 2")
+        .server_toml("min_in_flight = 2")
         .start()
         .await;
     // Hold the inbox so the two admitted requests wait on their commit.
@@ -292,10 +290,7 @@ async fn events_of_one_batch_keep_their_spans_and_a_shared_event_keeps_its_owner
 /// table: here 200 requests one after another would have read about 20,000 rows.
 #[tokio::test]
 async fn acceptance_reads_stored_events_by_index_not_by_scanning_the_inbox() {
-    let app = TestApp::builder()
-        .append_toml(&worker_toml(0))
-        .start()
-        .await;
+    let app = TestApp::builder().workers(0).start().await;
     let n = 200_i64;
     for i in 0..n {
         let (headers, body) = signed_stripe_event(&format!("evt_scan_{i}"));

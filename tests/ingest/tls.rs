@@ -281,9 +281,7 @@ async fn a_stalled_handshake_holds_a_connection_slot_and_is_cut_after_the_header
     let files = PairFiles::new(&ca.leaf("first", 30));
     let app = TestApp::builder()
         .tls(&files.cert, &files.key)
-        .write_config()
-        .await
-        .append_server_toml("header_timeout_ms = 2000\nmax_connections = 1")
+        .server_toml("header_timeout_ms = 2000\nmax_connections = 1")
         .start()
         .await;
 

@@ -22,7 +22,7 @@ async fn alerting_metrics_count_what_happened() {
     let refusing = Receiver::start(always(500, Duration::ZERO)).await;
     let down = "http://127.0.0.1:9/down";
     let app = TestApp::builder()
-        .append_toml(&worker_toml(0))
+        .workers(0)
         .append_toml(&http_route_toml(&ok.url, ""))
         .append_toml(&http_route_toml(&refusing.url, "max_attempts = 1"))
         .append_toml(&http_route_toml(down, "max_attempts = 50"))

@@ -18,7 +18,7 @@ const KEEP_DOCUMENTS: &str = "projection_document = \"event\"\n";
 /// An app whose server runs no workers or relays: the test drives one batch at a time.
 async fn app_without_workers(extra: &str) -> TestApp {
     TestApp::builder()
-        .append_toml(&worker_toml(0))
+        .workers(0)
         .append_toml(extra)
         .start()
         .await
@@ -440,7 +440,7 @@ const DOCS_ENDPOINT: &str =
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn by_default_the_projection_keeps_no_copy_of_the_bodies_and_an_endpoint_may_keep_them() {
     let app = TestApp::builder()
-        .append_toml(&worker_toml(0))
+        .workers(0)
         .add_endpoints(format!("{DOCS_ENDPOINT}projection_document = \"event\"\n"))
         .start()
         .await;
@@ -490,7 +490,7 @@ async fn by_default_the_projection_keeps_no_copy_of_the_bodies_and_an_endpoint_m
     // The endpoint stops keeping documents: its object's document goes with the next move.
     let app = TestApp::builder()
         .database_url(url)
-        .append_toml(&worker_toml(0))
+        .workers(0)
         .add_endpoints(DOCS_ENDPOINT)
         .start()
         .await;

@@ -21,7 +21,7 @@ async fn a_relay_holding_a_claim_from_before_a_resend_marks_nothing() {
     let receiver = Receiver::start(Behaviour::ok()).await;
     // No workers or relays in the server: the test drives each step.
     let app = TestApp::builder()
-        .append_toml(&worker_toml(0))
+        .workers(0)
         .append_toml(&http_route_toml(&receiver.url, "timeout_ms = 30000"))
         .start()
         .await;
@@ -113,10 +113,7 @@ async fn inbox(db: &sqlx::PgPool, id: Uuid) -> (String, i32) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_holding_a_claim_from_before_a_replay_changes_nothing() {
-    let app = TestApp::builder()
-        .append_toml(&worker_toml(0))
-        .start()
-        .await;
+    let app = TestApp::builder().workers(0).start().await;
     let mut ids = Vec::new();
     for id in ["evt_claim_a", "evt_claim_b"] {
         let (headers, body) = signed_stripe_event(id);

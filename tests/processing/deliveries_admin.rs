@@ -62,7 +62,7 @@ async fn lists_filter_by_status_target_endpoint_and_time_and_say_what_a_limit_le
     let ok = Receiver::start(Behaviour::ok()).await;
     let down = Receiver::start(always(500, Duration::ZERO)).await;
     let app = TestApp::builder()
-        .append_toml(&worker_toml(2))
+        .workers(2)
         .append_toml(&route("*", &ok.url, ""))
         .append_toml(&route("stripe", &down.url, "max_attempts = 1"))
         .start()
@@ -245,7 +245,7 @@ async fn a_replayed_delivery_is_sent_again_with_the_same_idempotency_key() {
     })
     .await;
     let app = TestApp::builder()
-        .append_toml(&worker_toml(2))
+        .workers(2)
         .append_toml(&route("stripe", &receiver.url, "max_attempts = 1"))
         .start()
         .await;
@@ -383,7 +383,7 @@ async fn the_admin_api_answers_only_with_the_token() {
     .await;
     let app = TestApp::builder()
         .admin_token(TEST_ADMIN_TOKEN)
-        .append_toml(&worker_toml(2))
+        .workers(2)
         .append_toml(&route("stripe", &receiver.url, "max_attempts = 1"))
         .start()
         .await;
@@ -608,10 +608,7 @@ async fn the_admin_api_answers_only_with_the_token() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_token_the_admin_listeners_serve_only_health_readiness_and_metrics() {
-    let app = TestApp::builder()
-        .append_toml(&worker_toml(0))
-        .start()
-        .await;
+    let app = TestApp::builder().workers(0).start().await;
     let config = Config::load(&app.config.config_path).unwrap();
     let worker = ProcessingHost::start(config, 0, Some("127.0.0.1:0".parse().unwrap()))
         .await

@@ -63,10 +63,7 @@ fn show_payload(config: &std::path::Path, id: Uuid) -> (String, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_database_holds_no_plaintext_of_a_stored_body() {
-    let app = TestApp::builder()
-        .append_toml(&worker_toml(0))
-        .start()
-        .await;
+    let app = TestApp::builder().workers(0).start().await;
     let id = accept(&app, "evt_sealed").await;
     let url = &app.config.database_url;
 
@@ -122,10 +119,7 @@ async fn the_database_holds_no_plaintext_of_a_stored_body() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ciphertext_moved_to_another_row_does_not_open() {
-    let app = TestApp::builder()
-        .append_toml(&worker_toml(0))
-        .start()
-        .await;
+    let app = TestApp::builder().workers(0).start().await;
     let a = accept(&app, "evt_a").await;
     let b = accept(&app, "evt_b").await;
     let (ref_a, ref_b) = (payload_ref(&app, a).await, payload_ref(&app, b).await);
@@ -175,10 +169,7 @@ async fn a_ciphertext_moved_to_another_row_does_not_open() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_a_rotation_old_payloads_open_and_reencryption_moves_every_one() {
     let key2 = "a2V5LXR3by1mb3Itcm90YXRpb24tdGVzdHMtMzJiISE=";
-    let old = TestApp::builder()
-        .append_toml(&worker_toml(0))
-        .start()
-        .await;
+    let old = TestApp::builder().workers(0).start().await;
     let first = accept(&old, "evt_before_rotation").await;
     // A row from before encryption existed: plaintext, no key id.
     let legacy = accept(&old, "evt_legacy").await;
@@ -197,7 +188,7 @@ async fn after_a_rotation_old_payloads_open_and_reencryption_moves_every_one() {
         .payload_key_file(format!(
             "current = \"k2\"\n[keys]\ntest-1 = \"{TEST_PAYLOAD_KEY}\"\nk2 = \"{key2}\"\n"
         ))
-        .append_toml(&worker_toml(0))
+        .workers(0)
         .start()
         .await;
     let after = accept(&rotated, "evt_after_rotation").await;
@@ -310,13 +301,13 @@ async fn an_event_whose_key_is_missing_here_waits_instead_of_failing() {
     let key2 = "a2V5LXR3by1mb3Itcm90YXRpb24tdGVzdHMtMzJiISE=";
     let rotated = TestApp::builder()
         .payload_key_file(format!("current = \"k2\"\n[keys]\nk2 = \"{key2}\"\n"))
-        .append_toml(&worker_toml(0))
+        .workers(0)
         .start()
         .await;
     let id = accept(&rotated, "evt_k2").await;
     let behind = TestApp::builder()
         .database_url(rotated.config.database_url.clone())
-        .append_toml(&worker_toml(0))
+        .workers(0)
         .start()
         .await;
     let worker = Worker::new(Arc::clone(&behind.server.as_ref().unwrap().processing));

@@ -81,10 +81,7 @@ fn without_stripe_endpoint(config: &std::path::Path) -> std::path::PathBuf {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_poison_event_ends_failed_and_is_replayed_after_the_fix() {
-    let app = TestApp::builder()
-        .append_toml(&worker_toml(0))
-        .start()
-        .await;
+    let app = TestApp::builder().workers(0).start().await;
     let config = app.config.config_path.clone();
     let broken = ProcessingHost::start(
         Config::load(&without_stripe_endpoint(&config)).unwrap(),
@@ -145,7 +142,7 @@ async fn transient_failures_back_off_until_the_endpoint_attempts_run_out() {
         .add_endpoints(
             "[[endpoint]]\nid = \"stripe-strict\"\nadapter = \"stripe\"\nsecret = \"stripe\"\nmax_attempts = 3\n",
         )
-        .append_toml(&worker_toml(1))
+        .workers(1)
         .start()
         .await;
     // The business mutation fails inside the database, with a message quoting row data.
@@ -197,7 +194,7 @@ async fn a_target_that_never_answers_does_not_hold_up_the_others() {
     let dead = Receiver::start(always(200, Duration::from_secs(60))).await;
     let healthy = Receiver::start(Behaviour::ok()).await;
     let app = TestApp::builder()
-        .append_toml(&worker_toml(2))
+        .workers(2)
         .append_toml(&http_route_toml(&dead.url, "timeout_ms = 30000"))
         .append_toml(&http_route_toml(&healthy.url, ""))
         .start()
@@ -233,7 +230,7 @@ async fn a_target_that_never_answers_does_not_hold_up_the_others() {
 async fn redirects_are_failed_attempts_and_never_followed() {
     const REDIRECTS: [u16; 5] = [301, 302, 303, 307, 308];
     let mut receivers = Vec::new();
-    let mut app = TestApp::builder().append_toml(&worker_toml(2));
+    let mut app = TestApp::builder().workers(2);
     for status in REDIRECTS {
         let receiver = Receiver::start(always(status, Duration::ZERO)).await;
         app = app.append_toml(&http_route_toml(&receiver.url, "max_attempts = 2"));

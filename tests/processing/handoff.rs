@@ -32,10 +32,7 @@ async fn inbox_writes(db: &sqlx::PgPool) -> (i64, i64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn events_accepted_while_the_workers_keep_up_are_leased_at_acceptance() {
-    let app = TestApp::builder()
-        .append_toml(&worker_toml(1))
-        .start()
-        .await;
+    let app = TestApp::builder().workers(1).start().await;
     // By the time the first event is processed, the worker has claimed from the database
     // and found less than a full batch: nothing waits there, so the handoff is open.
     post(&app, "evt_handoff_0").await;
@@ -86,10 +83,7 @@ async fn events_accepted_while_the_workers_keep_up_are_leased_at_acceptance() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_event_leased_to_a_host_that_went_away_is_claimed_once_its_lease_runs_out() {
     // Processing without workers: the test drives one.
-    let app = TestApp::builder()
-        .append_toml(&worker_toml(0))
-        .start()
-        .await;
+    let app = TestApp::builder().workers(0).start().await;
     // Another host's acceptance, whose workers never take what it leased them.
     // Long enough that the first look below comes before it ends on a loaded machine.
     let handoff = Arc::new(Handoff::new(8, Duration::from_secs(3)));

@@ -17,7 +17,7 @@ async fn deliveries_whose_headers_cannot_be_built_fail_without_a_panic() {
         "[[route]]\nendpoint = \"*\"\nevents = [\"*\"]\nsink = \"nats\"\nsubject = \"{subject}\"\n"
     );
     let app = TestApp::builder()
-        .append_toml(&worker_toml(0))
+        .workers(0)
         .append_toml(&scope.toml())
         .append_toml(&http_route_toml(&receiver.url, ""))
         .append_toml(&nats_route)

@@ -10,10 +10,7 @@ use crate::support::{app::*, http::*, signing::*};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_lease_is_claimed_again_and_a_live_one_is_not() {
     // No workers in the server: the test drives one step at a time.
-    let app = TestApp::builder()
-        .append_toml(&worker_toml(0))
-        .start()
-        .await;
+    let app = TestApp::builder().workers(0).start().await;
     for id in ["evt_lease_expired", "evt_lease_live"] {
         let (headers, body) = signed_stripe_event(id);
         assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);

@@ -13,7 +13,7 @@ async fn nats_deliveries_carry_the_inbox_id_and_are_deduplicated() {
         "[[route]]\nendpoint = \"*\"\nevents = [\"payment_intent.*\"]\nsink = \"nats\"\nsubject = \"{subject}\"\n"
     );
     let app = TestApp::builder()
-        .append_toml(&worker_toml(2))
+        .workers(2)
         .append_toml(&scope.toml())
         .append_toml(&route)
         .start()

@@ -21,10 +21,7 @@ async fn notices(app: &TestApp) -> (i64, i64, i64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_nats_the_notice_is_committed_published_and_the_relay_has_nothing_to_do() {
     // No workers or relays in the server: the test drives the relay.
-    let app = TestApp::builder()
-        .append_toml(&worker_toml(0))
-        .start()
-        .await;
+    let app = TestApp::builder().workers(0).start().await;
     for id in ["evt_notice_1", "evt_notice_2", "evt_notice_1"] {
         let (headers, body) = signed_stripe_event(id);
         assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
@@ -46,7 +43,7 @@ async fn without_nats_the_notice_is_committed_published_and_the_relay_has_nothin
 async fn with_nats_the_notice_waits_for_the_relay_and_is_published_once() {
     let scope = NatsScope::new();
     let app = TestApp::builder()
-        .append_toml(&worker_toml(1))
+        .workers(1)
         .append_toml(&scope.toml())
         .start()
         .await;

@@ -82,7 +82,7 @@ fn oldest_pending(metrics: &str) -> f64 {
 async fn the_oldest_pending_gauge_follows_the_backlog_between_reconciler_passes() {
     // Processing without workers: the relays and the reconciler (one pass an hour) only.
     let app = crate::support::app::TestApp::builder()
-        .append_toml(&crate::support::app::worker_toml(0))
+        .workers(0)
         .start()
         .await;
     let (headers, body) = signed_stripe_event("evt_gauge");

@@ -33,10 +33,7 @@ async fn projected(app: &TestApp, object: &str) -> (i64, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn versions_three_one_two_end_at_three() {
-    let app = TestApp::builder()
-        .append_toml(&worker_toml(2))
-        .start()
-        .await;
+    let app = TestApp::builder().workers(2).start().await;
     for version in [3, 1, 2] {
         send_version(&app, "cus_312", version).await;
         // Each arrives after the previous one was applied: arrival order is 3, 1, 2.
@@ -82,10 +79,7 @@ fn permutations(items: &[i64]) -> Vec<Vec<i64>> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_permutation_of_five_versions_converges_on_the_highest() {
-    let app = TestApp::builder()
-        .append_toml(&worker_toml(2))
-        .start()
-        .await;
+    let app = TestApp::builder().workers(2).start().await;
     let orders = permutations(&[1, 2, 3, 4, 5]);
     assert_eq!(orders.len(), 120);
     // Step k sends the k-th version of every permutation (one object each) and waits until
@@ -114,10 +108,7 @@ async fn every_permutation_of_five_versions_converges_on_the_highest() {
 async fn same_second_versions_order_by_event_id() {
     // Stripe reports `created` in seconds: two updates in one second tie, and the event id
     // decides, whatever the arrival order. The limit is documented.
-    let app = TestApp::builder()
-        .append_toml(&worker_toml(2))
-        .start()
-        .await;
+    let app = TestApp::builder().workers(2).start().await;
     for id in ["evt_b", "evt_a"] {
         let (headers, body) = signed_stripe_object_event(id, "cus_tie", BASE);
         assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);

@@ -28,7 +28,7 @@ async fn accept_events(app: &TestApp, prefix: &str) {
 /// each step.
 async fn app_routing_to(url: &str) -> TestApp {
     TestApp::builder()
-        .append_toml(&worker_toml(0))
+        .workers(0)
         .append_toml(&http_route_toml(url, ""))
         .start()
         .await
@@ -54,10 +54,7 @@ async fn rows_read(app: TestApp, tables: &str, written: i64) -> i64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_claim_reads_the_due_rows_not_every_row_of_an_analyzed_inbox() {
-    let app = TestApp::builder()
-        .append_toml(&worker_toml(0))
-        .start()
-        .await;
+    let app = TestApp::builder().workers(0).start().await;
     accept_events(&app, "evt_claim").await;
     analyze(&app, "webhook_inbox").await;
     let worker = Worker::new(app.processing());

@@ -44,7 +44,7 @@ async fn start_signed(
 ) -> TestApp {
     builder
         .secrets_file(secrets)
-        .append_toml(&worker_toml(2))
+        .workers(2)
         .append_toml(&http_route_toml(
             &receiver.url,
             &format!("signing_secret = \"downstream\"\n{route_extra}"),

@@ -72,7 +72,7 @@ async fn accept(store: &Store, body: &str, events: Vec<NewEvent>) -> Vec<Accepta
 async fn each_event_of_a_batch_is_processed_delivered_and_shown_as_its_own_span() {
     let receiver = Receiver::start(Behaviour::ok()).await;
     let app = TestApp::builder()
-        .append_toml(&worker_toml(0))
+        .workers(0)
         .append_toml("projection_document = \"event\"\n")
         .append_toml(&http_route_toml(&receiver.url, ""))
         .start()
@@ -187,10 +187,7 @@ async fn each_event_of_a_batch_is_processed_delivered_and_shown_as_its_own_span(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_span_past_the_stored_body_is_poison_and_an_inverted_one_is_refused() {
-    let app = TestApp::builder()
-        .append_toml(&worker_toml(0))
-        .start()
-        .await;
+    let app = TestApp::builder().workers(0).start().await;
     let store = store(&app);
     // The pipeline validates spans against the body; a row that escaped it (or a body
     // rewritten since) fails for good rather than being retried or sent truncated.

@@ -38,7 +38,7 @@ async fn one_trace_runs_from_the_request_through_processing_to_each_delivery() {
         "[[route]]\nendpoint = \"stripe\"\nevents = [\"*\"]\nsink = \"nats\"\nsubject = \"{subject}\"\n"
     );
     let app = TestApp::builder()
-        .append_toml(&worker_toml(2))
+        .workers(2)
         .append_toml(&scope.toml())
         .append_toml(&http_route_toml(&receiver.url, ""))
         .append_toml(&nats_route)
@@ -151,7 +151,7 @@ async fn spans_still_queued_are_exported_at_shutdown() {
     let collector = Collector::start().await;
     // Exported every minute at most: only the flush at shutdown sends this test's span.
     let app = TestApp::builder()
-        .append_toml(&worker_toml(0))
+        .workers(0)
         .append_toml(
             &collector
                 .toml()
