@@ -9,7 +9,7 @@ use tokio::net::TcpStream;
 use wharf::config::Config;
 use wharf::{Server, ServerOptions};
 
-use crate::support::{app::*, http::*, signing::*};
+use crate::support::{app::*, http::*, process::*, signing::*};
 
 /// A GitHub request head declaring `len` body bytes (the signature is never checked: these
 /// bodies never arrive whole).
@@ -333,24 +333,18 @@ async fn past_the_overflow_slots_a_connection_waits_its_turn_or_is_closed_at_onc
 async fn metrics_are_served_as_openmetrics_on_both_admin_listeners() {
     let openmetrics = "application/openmetrics-text; version=1.0.0; charset=utf-8";
     let app = TestApp::builder().start().await;
-    let response = app
-        .client
-        .get(format!("{}/metrics", app.admin))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.headers()["content-type"], openmetrics);
-    let body = response.text().await.unwrap();
-    assert!(body.ends_with("# EOF\n"), "{body}");
+    let answer = app.get_admin("/metrics").await;
+    assert_eq!(answer.content_type.as_deref(), Some(openmetrics));
+    assert!(answer.body.ends_with("# EOF\n"), "{}", answer.body);
 
     let config = Config::load(&app.config.config_path).unwrap();
     let worker = wharf::server::ProcessingHost::start(config, 0, Some(([127, 0, 0, 1], 0).into()))
         .await
         .unwrap();
     let url = format!("http://{}/metrics", worker.admin_addr.unwrap());
-    let response = app.client.get(url).send().await.unwrap();
-    assert_eq!(response.headers()["content-type"], openmetrics);
-    assert!(response.text().await.unwrap().ends_with("# EOF\n"));
+    let answer = get_url(&app.client, &url).await;
+    assert_eq!(answer.content_type.as_deref(), Some(openmetrics));
+    assert!(answer.body.ends_with("# EOF\n"));
     worker.shutdown().await.unwrap();
 }
 
@@ -360,17 +354,7 @@ async fn a_config_value_out_of_range_stops_wharf_serve_naming_key_and_range() {
         .append_database_toml("commit_timeout_ms = 5000")
         .write_config()
         .await;
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_wharf"))
-        .arg("serve")
-        .arg("--config")
-        .arg(&written.config_path)
-        .env_remove("WHARF_DATABASE_URL")
-        .env_remove("DATABASE_URL")
-        .output()
-        .await
-        .unwrap();
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = refused_to_serve(&written.config_path).await;
     assert!(
         stderr.contains("[database] commit_timeout_ms = 5000 is out of range: allowed 1..=1900"),
         "{stderr}"
@@ -380,9 +364,7 @@ async fn a_config_value_out_of_range_stops_wharf_serve_naming_key_and_range() {
 #[tokio::test]
 async fn a_tolerance_on_an_adapter_that_signs_no_timestamp_is_refused_at_start() {
     let written = TestApp::builder()
-        .add_endpoints(
-            "\n[[endpoint]]\nid = \"github-strict\"\nadapter = \"github\"\nsecret = \"github\"\ntolerance_secs = 300\n",
-        )
+        .endpoint("github-strict", "github", "github", "tolerance_secs = 300")
         .write_config()
         .await;
     let config = Config::load(&written.config_path).unwrap();

@@ -56,22 +56,18 @@ fn adapter_check_prints_the_description() {
 #[tokio::test]
 async fn invalid_configs_stop_at_start_with_a_reason() {
     let written = TestApp::builder()
-        .add_endpoints(
-            "\n[[endpoint]]\nid = \"x\"\nadapter = \"stripe\"\nsecret = \"no-such-set\"\n",
-        )
+        .endpoint("x", "stripe", "no-such-set", "")
         .write_config()
         .await;
-    let out = run_wharf(&["serve", "--config", written.config_path.to_str().unwrap()]);
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("no-such-set"));
+    let stderr = refused_to_serve(&written.config_path).await;
+    assert!(stderr.contains("no-such-set"), "{stderr}");
 
     let written = TestApp::builder()
-        .add_endpoints("\n[[endpoint]]\nid = \"std\"\nadapter = \"stripe\"\nsecret = \"stripe\"\n")
+        .endpoint("std", "stripe", "stripe", "")
         .write_config()
         .await;
-    let out = run_wharf(&["serve", "--config", written.config_path.to_str().unwrap()]);
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("used twice"));
+    let stderr = refused_to_serve(&written.config_path).await;
+    assert!(stderr.contains("used twice"), "{stderr}");
 }
 
 #[tokio::test]

@@ -176,23 +176,11 @@ async fn too_many_or_too_large_headers_are_431() {
 #[tokio::test]
 async fn routing_methods_and_media_types() {
     let app = TestApp::builder().start().await;
-    let health = app
-        .client
-        .get(format!("{}/healthz", app.admin))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(health.status().as_u16(), 200);
+    assert_eq!(app.get_admin("/healthz").await.status, 200);
     assert_eq!(app.readiness().await, 200);
     let answer = app.post("nope", &[], "{}").await;
     assert_eq!((answer.status, answer.code()), (404, "unknown_endpoint"));
-    let response = app
-        .client
-        .get(format!("{}/webhooks/github", app.base))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status().as_u16(), 405);
+    assert_eq!(app.get("/webhooks/github").await.status, 405);
     let body = b"{}".to_vec();
     let mut headers = signed_github_headers(&body, "media");
     headers.push((

@@ -660,13 +660,7 @@ async fn a_fixture_read_through_a_symlink_refuses_its_adapter_and_leaks_nothing(
 #[tokio::test]
 async fn removing_an_adapter_file_takes_effect_promptly_without_the_poll() {
     let written = TestApp::builder().write_config().await;
-    let server = ServeProcess::start_with(
-        &["serve"],
-        &written.config_path,
-        None,
-        &[("WHARF_WATCH_POLL_MS", "600000")],
-    )
-    .await;
+    let server = ServeProcess::start_without_poll(&written.config_path).await;
     let client = reqwest::Client::new();
     let body = b"{}".to_vec();
     let github = async |delivery: &str| {

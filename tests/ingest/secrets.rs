@@ -224,18 +224,6 @@ fn with_old_stripe_retired() -> String {
     retired
 }
 
-/// A `wharf serve` whose watchers poll every ten minutes: only folder events apply a change
-/// within a test's waits.
-async fn serve_without_poll(written: &WrittenConfig) -> ServeProcess {
-    ServeProcess::start_with(
-        &["serve"],
-        &written.config_path,
-        None,
-        &[("WHARF_WATCH_POLL_MS", "600000")],
-    )
-    .await
-}
-
 async fn stripe_status(client: &reqwest::Client, base: &str, secret: &str, id: &str) -> u16 {
     let (header, body) = signed_with(secret, id);
     post(
@@ -271,7 +259,7 @@ async fn promptly(client: &reqwest::Client, base: &str, secret: &str, status: u1
 #[tokio::test]
 async fn a_secrets_edit_applies_promptly_in_place_and_by_rename_without_the_poll() {
     let written = TestApp::builder().write_config().await;
-    let server = serve_without_poll(&written).await;
+    let server = ServeProcess::start_without_poll(&written.config_path).await;
     let client = reqwest::Client::new();
     let file = written.secrets_path.clone();
     assert_eq!(
@@ -322,7 +310,7 @@ async fn a_secrets_file_read_mid_write_is_never_trusted() {
         .secrets_file(final_text.clone())
         .write_config()
         .await;
-    let server = serve_without_poll(&written).await;
+    let server = ServeProcess::start_without_poll(&written.config_path).await;
     let client = reqwest::Client::new();
     assert_eq!(
         stripe_status(&client, &server.base, STRIPE_OLD_SECRET, "evt_before").await,

@@ -5,7 +5,7 @@
 //! headers, believed only from trusted proxies.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -418,21 +418,6 @@ async fn a_broken_replacement_is_refused_and_the_old_certificate_keeps_serving()
     .await;
     assert_eq!(presented(&connect(&connector, app.addr).await), new.der);
     app.shutdown().await;
-}
-
-/// `wharf serve` on `config`: it must exit at once with `message` on stderr.
-async fn refused_to_serve(config: &Path) -> String {
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_wharf"))
-        .arg("serve")
-        .arg("--config")
-        .arg(config)
-        .env_remove("WHARF_DATABASE_URL")
-        .env_remove("DATABASE_URL")
-        .output()
-        .await
-        .unwrap();
-    assert!(!output.status.success(), "wharf serve started");
-    String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
 #[tokio::test]

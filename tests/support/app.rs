@@ -389,6 +389,15 @@ impl TestApp {
         get_url(&self.client, &format!("{}{path}", self.base)).await
     }
 
+    /// GET `path` on the webhook listener with these headers.
+    pub async fn get_with(&self, path: &str, headers: &[(&str, &str)]) -> Answer {
+        let mut request = self.client.get(format!("{}{path}", self.base));
+        for (k, v) in headers {
+            request = request.header(*k, *v);
+        }
+        Answer::read(request.send().await.expect("request sent")).await
+    }
+
     /// GET `path` on the admin listener, without credentials.
     pub async fn get_admin(&self, path: &str) -> Answer {
         get_url(&self.client, &format!("{}{path}", self.admin)).await

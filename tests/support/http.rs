@@ -13,6 +13,17 @@ pub fn metric(text: &str, series: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
+/// Asserts each `series value` line of `expected` against the `/metrics` text (absent counts
+/// as 0).
+#[track_caller]
+pub fn assert_metrics(metrics: &str, expected: &str) {
+    for line in expected.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let (series, value) = line.rsplit_once(' ').expect("`series value`");
+        let value: f64 = value.parse().expect("a number");
+        assert_eq!(metric(metrics, series), value, "{series}\n{metrics}");
+    }
+}
+
 /// An HTTP answer, read whole: what every request helper of the kit returns.
 #[derive(Debug)]
 pub struct Answer {
