@@ -6,7 +6,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::support::{app::*, http::*, process::*, signing::*};
+use crate::support::{app::*, database::*, http::*, process::*, signing::*};
 
 const EVIL: &str = r#"
 [[endpoint]]
@@ -333,11 +333,11 @@ async fn wit_0_2_forms_are_held_to_their_declarations() {
     headers.push(("x-signed-by".into(), "0".into()));
     let answer = app.post("evil", &refs(&headers), body.clone()).await;
     assert_eq!(answer.code(), "accepted", "{answer:?}");
-    let (start, end): (Option<i64>, Option<i64>) =
-        sqlx::query_as("SELECT payload_start, payload_end FROM webhook_inbox")
-            .fetch_one(&app.db)
-            .await
-            .unwrap();
+    let (start, end): (Option<i64>, Option<i64>) = one_row(
+        &app.db,
+        "SELECT payload_start, payload_end FROM webhook_inbox",
+    )
+    .await;
     assert_eq!((start, end), (Some(0), Some(body.len() as i64)));
     // The same slice with another MAC does not verify.
     let answer = misbehave(&app, "items", ts, b"other", &body).await;

@@ -254,14 +254,13 @@ async fn events_of_one_batch_keep_their_spans_and_a_shared_event_keeps_its_owner
     // Each row's span, and the body it points into: the shared event keeps its first
     // request's span and payload.
     type Stored = (String, Option<i64>, Option<i64>, uuid::Uuid);
-    let refs: Vec<Stored> = sqlx::query_as(
+    let refs: Vec<Stored> = all_rows(
+        &db,
         "SELECT i.provider_event_id, i.payload_start, i.payload_end, p.payload_ref
          FROM webhook_inbox i JOIN webhook_payloads p ON p.payload_ref = i.raw_payload_ref
          ORDER BY i.provider_event_id",
     )
-    .fetch_all(&db)
-    .await
-    .unwrap();
+    .await;
     let mut rows = Vec::new();
     for (id, start, end, payload_ref) in refs {
         let body = crate::support::app::opened_payload(&db, payload_ref).await;

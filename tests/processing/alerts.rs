@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use wharf::processing::{DeliveryRelay, Lane, Reconciler, Worker};
 
-use crate::support::{app::*, http::*, receiver::*, signing::*};
+use crate::support::{app::*, database::*, http::*, receiver::*, signing::*};
 
 /// The value of the series whose line starts with `series` (labels included), if present.
 fn value(metrics: &str, series: &str) -> Option<f64> {
@@ -37,13 +37,12 @@ async fn alerting_metrics_count_what_happened() {
     assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
     let (headers, body) = signed_stripe_event("evt_delivered");
     assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
-    sqlx::query(
+    execute(
+        &app.db,
         "DELETE FROM webhook_payloads WHERE payload_ref =
            (SELECT raw_payload_ref FROM webhook_inbox WHERE provider_event_id = 'evt_lost')",
     )
-    .execute(&app.db)
-    .await
-    .unwrap();
+    .await;
 
     assert_eq!(
         Worker::new(Arc::clone(&processing))

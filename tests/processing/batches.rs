@@ -47,12 +47,11 @@ async fn projected(app: &TestApp, object: &str) -> (i64, String) {
 
 /// (event id, status, outcome) of every event, by event id.
 async fn events(app: &TestApp) -> Vec<(String, String, Option<String>)> {
-    sqlx::query_as(
+    all_rows(
+        &app.db,
         "SELECT provider_event_id, status, outcome FROM webhook_inbox ORDER BY provider_event_id",
     )
-    .fetch_all(&app.db)
     .await
-    .unwrap()
 }
 
 fn processed(id: &str, outcome: &str) -> (String, String, Option<String>) {
@@ -149,10 +148,7 @@ async fn a_requeued_event_in_a_batch_plans_its_deliveries_again_and_is_not_appli
     assert_eq!(worker(&app).try_execute().await.unwrap(), 1);
     assert_eq!(projected(&app, "cus_r").await, (2, "evt_r2".into()));
     // Its deliveries row goes missing; an operator requeues it along with two new events.
-    sqlx::query("DELETE FROM deliveries")
-        .execute(&app.db)
-        .await
-        .unwrap();
+    execute(&app.db, "DELETE FROM deliveries").await;
     assert_eq!(
         wharf::events::replay(&app.db, &[first], false)
             .await
@@ -208,22 +204,20 @@ async fn one_failing_event_is_retried_alone_while_its_batch_neighbours_commit() 
         send(&app, id, object, 1).await;
     }
     // A neighbour's payload is gone too: it fails for good, on its own.
-    sqlx::query(
+    execute(
+        &app.db,
         "DELETE FROM webhook_payloads WHERE payload_ref =
            (SELECT raw_payload_ref FROM webhook_inbox WHERE provider_event_id = 'evt_ok_2')",
     )
-    .execute(&app.db)
-    .await
-    .unwrap();
+    .await;
     assert_eq!(worker(&app).try_execute().await.unwrap(), 4, "one batch");
 
-    let rows: Vec<(String, String, i32, Option<String>)> = sqlx::query_as(
+    let rows: Vec<(String, String, i32, Option<String>)> = all_rows(
+        &app.db,
         "SELECT provider_event_id, status, attempt_count, last_error FROM webhook_inbox
          ORDER BY provider_event_id",
     )
-    .fetch_all(&app.db)
-    .await
-    .unwrap();
+    .await;
     assert_eq!(
         rows,
         vec![
@@ -251,10 +245,11 @@ async fn one_failing_event_is_retried_alone_while_its_batch_neighbours_commit() 
         .execute(&app.db)
         .await
         .unwrap();
-    sqlx::query("UPDATE webhook_inbox SET next_attempt_at = now() WHERE status = 'PENDING'")
-        .execute(&app.db)
-        .await
-        .unwrap();
+    execute(
+        &app.db,
+        "UPDATE webhook_inbox SET next_attempt_at = now() WHERE status = 'PENDING'",
+    )
+    .await;
     assert_eq!(worker(&app).try_execute().await.unwrap(), 1);
     assert_eq!(projected(&app, "cus_bad").await, (1, "evt_bad".into()));
     assert_eq!(app.count("processed_events").await, 3);
@@ -464,12 +459,11 @@ async fn by_default_the_projection_keeps_no_copy_of_the_bodies_and_an_endpoint_m
     let (version, event, inbox_id, document) = projection_row(&app, "stripe-docs").await;
     assert_eq!((version, event.as_str(), inbox_id), (3, "evt_3", newest[1]));
     assert_eq!(document.expect("kept")["id"], "evt_3");
-    let outcomes: Vec<(Option<String>, i64)> = sqlx::query_as(
+    let outcomes: Vec<(Option<String>, i64)> = all_rows(
+        &app.db,
         "SELECT outcome, count(*) FROM webhook_inbox GROUP BY outcome ORDER BY outcome",
     )
-    .fetch_all(&app.db)
-    .await
-    .unwrap();
+    .await;
     assert_eq!(
         outcomes,
         vec![(Some("applied".into()), 2), (Some("stale".into()), 4)],

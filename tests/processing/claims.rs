@@ -10,10 +10,11 @@ use wharf::processing::{DeliveryRelay, Lane, Worker};
 use crate::support::{app::*, database::*, http::*, receiver::*, signing::*, wait::*};
 
 async fn delivery(db: &sqlx::PgPool) -> (String, i32, bool) {
-    sqlx::query_as("SELECT status, attempt_count, sent_at IS NOT NULL FROM deliveries")
-        .fetch_one(db)
-        .await
-        .unwrap()
+    one_row(
+        db,
+        "SELECT status, attempt_count, sent_at IS NOT NULL FROM deliveries",
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -53,10 +54,7 @@ async fn a_relay_holding_a_claim_from_before_a_resend_marks_nothing() {
     assert_eq!(delivery(&app.db).await, ("PENDING".into(), 1, false));
 
     // Its lease runs out (as if 35 s had passed); a second relay sends and marks it sent.
-    sqlx::query("UPDATE deliveries SET next_attempt_at = now()")
-        .execute(&app.db)
-        .await
-        .unwrap();
+    execute(&app.db, "UPDATE deliveries SET next_attempt_at = now()").await;
     assert_eq!(relay().try_execute().await.unwrap(), 1);
     assert_eq!(delivery(&app.db).await, ("SENT".into(), 2, true));
 

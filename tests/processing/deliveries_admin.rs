@@ -284,10 +284,7 @@ async fn a_replayed_delivery_is_sent_again_with_the_same_idempotency_key() {
     assert_eq!(dry["requeued"].as_array().unwrap().len(), 1);
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (status, attempts): (String, i32) =
-        sqlx::query_as("SELECT status, attempt_count FROM deliveries")
-            .fetch_one(&app.db)
-            .await
-            .unwrap();
+        one_row(&app.db, "SELECT status, attempt_count FROM deliveries").await;
     assert_eq!((status.as_str(), attempts), ("FAILED", 1));
     assert_eq!(receiver.received().len(), 1);
 
@@ -309,10 +306,7 @@ async fn a_replayed_delivery_is_sent_again_with_the_same_idempotency_key() {
     assert_eq!(received[1].idempotency_key, inbox_id);
     assert_eq!(received[0].body, received[1].body);
     let (attempts, error): (i32, Option<String>) =
-        sqlx::query_as("SELECT attempt_count, last_error FROM deliveries")
-            .fetch_one(&app.db)
-            .await
-            .unwrap();
+        one_row(&app.db, "SELECT attempt_count, last_error FROM deliveries").await;
     assert_eq!((attempts, error), (1, None), "attempts counted afresh");
 
     // A sent delivery is sent again only when asked.

@@ -100,11 +100,11 @@ async fn the_database_holds_no_plaintext_of_a_stored_body() {
         assert!(!contains(bytes, b"lorem ipsum"), "{what} shows the body");
     }
     // Compressed before it was sealed: the stored row is smaller than the body.
-    let (stored, key_id): (i32, String) =
-        sqlx::query_as("SELECT octet_length(body), key_id FROM webhook_payloads")
-            .fetch_one(&app.db)
-            .await
-            .unwrap();
+    let (stored, key_id): (i32, String) = one_row(
+        &app.db,
+        "SELECT octet_length(body), key_id FROM webhook_payloads",
+    )
+    .await;
     assert_eq!(key_id, "test-1");
     assert!(stored < 1000, "{stored} bytes stored for a 2.5 KB body");
 
@@ -145,12 +145,11 @@ async fn a_ciphertext_moved_to_another_row_does_not_open() {
     // Processing never sees a's body as b's: b fails for good, a is processed.
     let worker = Worker::new(Arc::clone(&app.server.as_ref().unwrap().processing));
     worker.try_execute().await.unwrap();
-    let rows: Vec<(String, String, Option<String>)> = sqlx::query_as(
+    let rows: Vec<(String, String, Option<String>)> = all_rows(
+        &app.db,
         "SELECT provider_event_id, status, last_error FROM webhook_inbox ORDER BY 1",
     )
-    .fetch_all(&app.db)
-    .await
-    .unwrap();
+    .await;
     assert_eq!(rows[0].0, "evt_a");
     assert_eq!(rows[0].1, "PROCESSED");
     assert_eq!(rows[1].0, "evt_b");

@@ -23,10 +23,7 @@ async fn a_downstream_answering_500_then_200_gets_the_event_twice_with_one_key()
     assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
     wait_until_converged(&app.db).await;
     let (attempts, error): (i32, Option<String>) =
-        sqlx::query_as("SELECT attempt_count, last_error FROM deliveries")
-            .fetch_one(&app.db)
-            .await
-            .unwrap();
+        one_row(&app.db, "SELECT attempt_count, last_error FROM deliveries").await;
     assert_eq!(attempts, 2);
     assert_eq!(error, None);
     let received = receiver.received();
@@ -51,10 +48,7 @@ async fn a_downstream_that_never_answers_in_time_ends_failed() {
     )
     .await;
     let (attempts, error): (i32, String) =
-        sqlx::query_as("SELECT attempt_count, last_error FROM deliveries")
-            .fetch_one(&app.db)
-            .await
-            .unwrap();
+        one_row(&app.db, "SELECT attempt_count, last_error FROM deliveries").await;
     assert_eq!(attempts, 3);
     assert_eq!(error, "no answer within 200ms");
     // The event itself was processed; only its delivery failed.
@@ -164,11 +158,11 @@ async fn transient_failures_back_off_until_the_endpoint_attempts_run_out() {
         1,
     )
     .await;
-    let (attempts, error): (i32, String) =
-        sqlx::query_as("SELECT attempt_count, last_error FROM webhook_inbox")
-            .fetch_one(&app.db)
-            .await
-            .unwrap();
+    let (attempts, error): (i32, String) = one_row(
+        &app.db,
+        "SELECT attempt_count, last_error FROM webhook_inbox",
+    )
+    .await;
     assert_eq!(attempts, 3, "the endpoint's max_attempts");
     assert_eq!(error, "database error P0001", "redacted: no row data");
     assert_eq!(

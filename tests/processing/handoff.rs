@@ -21,13 +21,12 @@ async fn post(app: &TestApp, id: &str) {
 
 /// Rows inserted into and updated in the inbox's partitions, as Postgres counts them.
 async fn inbox_writes(db: &sqlx::PgPool) -> (i64, i64) {
-    sqlx::query_as(
+    one_row(
+        db,
         "SELECT coalesce(sum(n_tup_ins), 0)::bigint, coalesce(sum(n_tup_upd), 0)::bigint
          FROM pg_stat_user_tables WHERE relname LIKE 'webhook_inbox%'",
     )
-    .fetch_one(db)
     .await
-    .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -124,15 +123,13 @@ async fn an_event_leased_to_a_host_that_went_away_is_claimed_once_its_lease_runs
     let leased = handoff.take(8);
     assert_eq!(leased.len(), 1);
     assert_eq!(leased[0].inbox_id, accepted[0].inbox_id());
-    let (status, attempts, claim_id, lease_left): (String, i32, Option<uuid::Uuid>, f64) =
-        sqlx::query_as(
-            "SELECT status, attempt_count, claim_id,
+    let (status, attempts, claim_id, lease_left): (String, i32, Option<uuid::Uuid>, f64) = one_row(
+        &app.db,
+        "SELECT status, attempt_count, claim_id,
                     extract(epoch FROM lease_until - now())::float8
              FROM webhook_inbox",
-        )
-        .fetch_one(&app.db)
-        .await
-        .unwrap();
+    )
+    .await;
     assert_eq!(
         (status.as_str(), attempts, claim_id),
         ("PROCESSING", 1, Some(leased[0].claim_id))
@@ -145,9 +142,6 @@ async fn an_event_leased_to_a_host_that_went_away_is_claimed_once_its_lease_runs
     tokio::time::sleep(Duration::from_secs_f64(lease_left + 0.2)).await;
     assert_eq!(worker.try_execute().await.unwrap(), 1);
     let (status, attempts): (String, i32) =
-        sqlx::query_as("SELECT status, attempt_count FROM webhook_inbox")
-            .fetch_one(&app.db)
-            .await
-            .unwrap();
+        one_row(&app.db, "SELECT status, attempt_count FROM webhook_inbox").await;
     assert_eq!((status.as_str(), attempts), ("PROCESSED", 2));
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use wharf::processing::Worker;
 
-use crate::support::{app::*, http::*, signing::*};
+use crate::support::{app::*, database::*, http::*, signing::*};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_lease_is_claimed_again_and_a_live_one_is_not() {
@@ -16,16 +16,15 @@ async fn an_expired_lease_is_claimed_again_and_a_live_one_is_not() {
         assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
     }
     // Both claimed by a worker that then died: one lease is over, the other runs 3 s more.
-    sqlx::query(
+    execute(
+        &app.db,
         "UPDATE webhook_inbox SET status = 'PROCESSING', attempt_count = 1,
              lease_until = now() + CASE WHEN provider_event_id = 'evt_lease_live'
                                         THEN interval '3 seconds' ELSE interval '-1 second' END,
              next_attempt_at = now() + CASE WHEN provider_event_id = 'evt_lease_live'
                                         THEN interval '3 seconds' ELSE interval '-1 second' END",
     )
-    .execute(&app.db)
-    .await
-    .unwrap();
+    .await;
 
     let worker = Worker::new(Arc::clone(&app.server.as_ref().unwrap().processing));
     assert_eq!(

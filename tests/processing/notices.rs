@@ -8,14 +8,13 @@ use crate::support::{app::*, database::*, http::*, nats::*, signing::*, wait::*}
 
 /// (outbox rows, of which published at their event's `received_at`, still unpublished).
 async fn notices(app: &TestApp) -> (i64, i64, i64) {
-    sqlx::query_as(
+    one_row(
+        &app.db,
         "SELECT count(*), count(*) FILTER (WHERE o.published_at = i.received_at),
                 count(*) FILTER (WHERE o.published_at IS NULL)
          FROM webhook_outbox o JOIN webhook_inbox i ON i.inbox_id = o.inbox_id",
     )
-    .fetch_one(&app.db)
     .await
-    .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

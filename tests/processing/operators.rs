@@ -4,7 +4,7 @@
 
 use wharf::processing::Reconciler;
 
-use crate::support::{http::*, receiver::*, signing::*, wait::*};
+use crate::support::{database::*, http::*, receiver::*, signing::*, wait::*};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_reconciler_requeues_events_missing_processing_or_deliveries() {
@@ -17,17 +17,17 @@ async fn the_reconciler_requeues_events_missing_processing_or_deliveries() {
     assert_eq!(receiver.received().len(), 2);
 
     // Lost by hand: one event's marker, the other's delivery row.
-    sqlx::query("DELETE FROM processed_events WHERE provider_event_id = 'evt_rec_1'")
-        .execute(&app.db)
-        .await
-        .unwrap();
-    sqlx::query(
+    execute(
+        &app.db,
+        "DELETE FROM processed_events WHERE provider_event_id = 'evt_rec_1'",
+    )
+    .await;
+    execute(
+        &app.db,
         "DELETE FROM deliveries WHERE inbox_id =
            (SELECT inbox_id FROM webhook_inbox WHERE provider_event_id = 'evt_rec_2')",
     )
-    .execute(&app.db)
-    .await
-    .unwrap();
+    .await;
 
     let processing = std::sync::Arc::clone(&app.server.as_ref().unwrap().processing);
     let report = Reconciler::new(processing).try_execute().await.unwrap();

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::support::{app::*, http::*, signing::*, wait::*};
+use crate::support::{app::*, database::*, http::*, signing::*, wait::*};
 
 const BASE: i64 = 1_764_000_000;
 
@@ -43,12 +43,11 @@ async fn versions_three_one_two_end_at_three() {
         projected(&app, "cus_312").await,
         (BASE + 3, "evt_cus_312_v3".into())
     );
-    let outcomes: Vec<(String, String)> = sqlx::query_as(
+    let outcomes: Vec<(String, String)> = all_rows(
+        &app.db,
         "SELECT provider_event_id, outcome FROM webhook_inbox ORDER BY provider_event_id",
     )
-    .fetch_all(&app.db)
-    .await
-    .unwrap();
+    .await;
     assert_eq!(
         outcomes,
         vec![

@@ -193,10 +193,7 @@ async fn exactly_the_expired_days_are_dropped_and_a_day_with_work_left_is_kept()
     );
 
     // Day 1 has work left: one of its events is pending again (a replay, say).
-    sqlx::query("UPDATE webhook_inbox SET status = 'PENDING', next_attempt_at = now() + interval '1 year' WHERE provider_event_id = 'evt_d1_b'")
-        .execute(&app.db)
-        .await
-        .unwrap();
+    execute(&app.db, "UPDATE webhook_inbox SET status = 'PENDING', next_attempt_at = now() + interval '1 year' WHERE provider_event_id = 'evt_d1_b'").await;
     let metrics = Arc::new(Metrics::default());
     let pass = retention_counted(&app, 10, 30, Arc::clone(&metrics))
         .try_execute(at(d2 + 30 * DAY + 60))
@@ -230,10 +227,11 @@ async fn exactly_the_expired_days_are_dropped_and_a_day_with_work_left_is_kept()
     assert_eq!(rows_of(&app.db, &["evt_d1_a", "evt_d1_b"]).await, (2, 2));
 
     // Finished (given up on): the day goes whole at the next pass; day 2 has not expired.
-    sqlx::query("UPDATE webhook_inbox SET status = 'FAILED' WHERE provider_event_id = 'evt_d1_b'")
-        .execute(&app.db)
-        .await
-        .unwrap();
+    execute(
+        &app.db,
+        "UPDATE webhook_inbox SET status = 'FAILED' WHERE provider_event_id = 'evt_d1_b'",
+    )
+    .await;
     let pass = retention(&app, 10, 30)
         .try_execute(at(d3 + 30 * DAY - 60))
         .await
@@ -354,10 +352,7 @@ async fn purge_deletes_finished_events_before_a_moment_and_skips_unfinished_ones
         assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
     }
     wait_until_converged(&app.db).await;
-    sqlx::query("UPDATE webhook_inbox SET status = 'PENDING', next_attempt_at = now() + interval '1 year' WHERE provider_event_id = 'evt_purge_3'")
-        .execute(&app.db)
-        .await
-        .unwrap();
+    execute(&app.db, "UPDATE webhook_inbox SET status = 'PENDING', next_attempt_at = now() + interval '1 year' WHERE provider_event_id = 'evt_purge_3'").await;
     let before = OffsetDateTime::now_utc() + time::Duration::seconds(5);
     let before = before
         .format(&time::format_description::well_known::Rfc3339)
@@ -532,13 +527,12 @@ async fn a_payload_under_a_page_stays_in_its_row_on_every_day() {
         let answer = post_body_at(&app, &clock, t, padded_stripe_event(id, hex_chars)).await;
         assert_eq!(answer.status, 200, "{id}: {:?}", answer.json);
     }
-    let stored: Vec<(String, i32)> = sqlx::query_as(
+    let stored: Vec<(String, i32)> = all_rows(
+        &app.db,
         "SELECT i.provider_event_id, octet_length(p.body) FROM webhook_payloads p
            JOIN webhook_inbox i ON i.raw_payload_ref = p.payload_ref ORDER BY 1",
     )
-    .fetch_all(&app.db)
-    .await
-    .unwrap();
+    .await;
     let size = |id: &str| stored.iter().find(|(i, _)| i == id).map(|(_, n)| *n);
     // Past Postgres's default threshold (about 2 KB), under a page.
     for id in ["evt_d1_small", "evt_today_small"] {

@@ -280,10 +280,7 @@ async fn a_set_that_cannot_sign_fails_the_attempt_naming_the_set_and_a_fix_sends
     )
     .await;
     let (status, error): (String, String) =
-        sqlx::query_as("SELECT status, last_error FROM deliveries")
-            .fetch_one(&app.db)
-            .await
-            .unwrap();
+        one_row(&app.db, "SELECT status, last_error FROM deliveries").await;
     assert_eq!(status, "PENDING", "retried, not failed for good");
     assert_eq!(
         error,

@@ -100,13 +100,12 @@ async fn each_event_of_a_batch_is_processed_delivered_and_shown_as_its_own_span(
 
     // Stored: one payload, three rows pointing into it, each with its span.
     assert_eq!(app.count("webhook_payloads").await, 1);
-    let rows: Vec<(String, Option<i64>, Option<i64>)> = sqlx::query_as(
+    let rows: Vec<(String, Option<i64>, Option<i64>)> = all_rows(
+        &app.db,
         "SELECT provider_event_id, payload_start, payload_end FROM webhook_inbox
          ORDER BY provider_event_id",
     )
-    .fetch_all(&app.db)
-    .await
-    .unwrap();
+    .await;
     assert_eq!(
         rows,
         vec![
@@ -133,11 +132,11 @@ async fn each_event_of_a_batch_is_processed_delivered_and_shown_as_its_own_span(
             .unwrap(),
         3
     );
-    let states: Vec<(String, serde_json::Value)> =
-        sqlx::query_as("SELECT object_id, state FROM object_state ORDER BY object_id")
-            .fetch_all(&app.db)
-            .await
-            .unwrap();
+    let states: Vec<(String, serde_json::Value)> = all_rows(
+        &app.db,
+        "SELECT object_id, state FROM object_state ORDER BY object_id",
+    )
+    .await;
     let json = |s: &str| serde_json::from_str::<serde_json::Value>(s).unwrap();
     assert_eq!(
         states,

@@ -461,6 +461,33 @@ impl TestApp {
         Arc::clone(&self.server.as_ref().expect("a running server").processing)
     }
 
+    /// A worker on the server's processing context, to drive one step at a time.
+    pub fn worker(&self) -> wharf::processing::Worker {
+        wharf::processing::Worker::new(self.processing())
+    }
+
+    /// A relay over every lane on the server's processing context.
+    pub fn relay(&self) -> wharf::processing::DeliveryRelay {
+        wharf::processing::DeliveryRelay::new(self.processing(), wharf::processing::Lane::All)
+    }
+
+    /// One worker step: the events it processed.
+    pub async fn work_once(&self) -> usize {
+        self.worker().try_execute().await.unwrap()
+    }
+
+    /// One worker step on a task of its own (for a step a test holds up).
+    pub fn spawn_worker(&self) -> tokio::task::JoinHandle<usize> {
+        let worker = self.worker();
+        tokio::spawn(async move { worker.try_execute().await.unwrap() })
+    }
+
+    /// One relay step on a task of its own (for a send a test holds up).
+    pub fn spawn_relay(&self) -> tokio::task::JoinHandle<usize> {
+        let relay = self.relay();
+        tokio::spawn(async move { relay.try_execute().await.unwrap() })
+    }
+
     pub async fn shutdown(mut self) {
         if let Some(server) = self.server.take() {
             server.shutdown().await.expect("clean shutdown");

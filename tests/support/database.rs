@@ -1,6 +1,7 @@
 //! A fresh Postgres database for each test, and queries for assertions.
 
-use sqlx::{Connection, PgConnection, PgPool};
+use sqlx::postgres::PgRow;
+use sqlx::{Connection, FromRow, PgConnection, PgPool, Postgres, Transaction};
 use tokio::sync::OnceCell;
 
 /// The server that hosts every test's database.
@@ -61,6 +62,45 @@ fn created_before(name: &str, cutoff: std::time::SystemTime) -> bool {
     };
     let (secs, nanos) = ts.to_unix();
     std::time::UNIX_EPOCH + std::time::Duration::new(secs, nanos) < cutoff
+}
+
+/// Runs `sql` (no parameters): the rows it touched.
+pub async fn execute(db: &PgPool, sql: &str) -> u64 {
+    sqlx::query(sql)
+        .execute(db)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .rows_affected()
+}
+
+/// The one row `sql` selects (no parameters).
+pub async fn one_row<T>(db: &PgPool, sql: &str) -> T
+where
+    T: for<'r> FromRow<'r, PgRow> + Send + Unpin,
+{
+    sqlx::query_as(sql)
+        .fetch_one(db)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+}
+
+/// Every row `sql` selects (no parameters).
+pub async fn all_rows<T>(db: &PgPool, sql: &str) -> Vec<T>
+where
+    T: for<'r> FromRow<'r, PgRow> + Send + Unpin,
+{
+    sqlx::query_as(sql)
+        .fetch_all(db)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+}
+
+/// A transaction that has run `sql` (a `LOCK TABLE ...`): what it holds is held until it
+/// commits or drops.
+pub async fn holding(db: &PgPool, sql: &str) -> Transaction<'static, Postgres> {
+    let mut tx = db.begin().await.unwrap();
+    sqlx::query(sql).execute(&mut *tx).await.unwrap();
+    tx
 }
 
 /// The one number `sql` selects.
