@@ -144,11 +144,7 @@ async fn past_capacity_a_request_is_refused_before_its_signature_is_checked() {
         .start()
         .await;
     // Hold the inbox so the two admitted requests wait on their commit.
-    let mut lock = app.db.begin().await.unwrap();
-    sqlx::query("LOCK TABLE webhook_inbox IN EXCLUSIVE MODE")
-        .execute(&mut *lock)
-        .await
-        .unwrap();
+    let lock = holding(&app.db, "LOCK TABLE webhook_inbox IN EXCLUSIVE MODE").await;
     let waiting = [
         post_later(&app, "evt_wait_1"),
         post_later(&app, "evt_wait_2"),
@@ -342,11 +338,7 @@ async fn one_transaction_held(
     sqlx::Transaction<'static, sqlx::Postgres>,
     tokio::task::JoinHandle<Answer>,
 ) {
-    let mut lock = app.db.begin().await.unwrap();
-    sqlx::query("LOCK TABLE webhook_inbox IN EXCLUSIVE MODE")
-        .execute(&mut *lock)
-        .await
-        .unwrap();
+    let lock = holding(&app.db, "LOCK TABLE webhook_inbox IN EXCLUSIVE MODE").await;
     let first = post_later(app, id);
     until_waiting(app, 1, "the first transaction in flight").await;
     (lock, first)

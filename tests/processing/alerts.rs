@@ -28,7 +28,7 @@ async fn alerting_metrics_count_what_happened() {
         .append_toml(&http_route_toml(down, "max_attempts = 50"))
         .start()
         .await;
-    let processing = Arc::clone(&app.server.as_ref().unwrap().processing);
+    let processing = app.processing();
 
     let (headers, body) = signed_stripe_event("evt_delivered");
     assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);

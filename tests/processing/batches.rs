@@ -3,8 +3,6 @@
 //! retried alone while its neighbours commit, and a new object's row appearing from another
 //! worker mid-batch never overwritten with an older version.
 
-use std::sync::Arc;
-
 use uuid::Uuid;
 use wharf::processing::Worker;
 
@@ -25,7 +23,7 @@ async fn app_without_workers(extra: &str) -> TestApp {
 }
 
 fn worker(app: &TestApp) -> Worker {
-    Worker::new(Arc::clone(&app.server.as_ref().unwrap().processing))
+    app.worker()
 }
 
 /// Sends event `id` about `object` at version `BASE + version`; returns its inbox id.
@@ -263,11 +261,7 @@ async fn a_new_objects_row_written_by_another_worker_mid_batch_is_not_overwritte
     send(&app, "evt_n3", "cus_new", 3).await;
     // Hold the worker after it has looked at the projection and found no row, just before
     // its writing statement (which inserts markers): SHARE lets reads through, not inserts.
-    let mut markers = app.db.begin().await.unwrap();
-    sqlx::query("LOCK TABLE processed_events IN SHARE MODE")
-        .execute(&mut *markers)
-        .await
-        .unwrap();
+    let markers = holding(&app.db, "LOCK TABLE processed_events IN SHARE MODE").await;
     let batch = tokio::spawn({
         let worker = worker(&app);
         async move { worker.try_execute().await.unwrap() }

@@ -30,14 +30,8 @@ async fn a_relay_holding_a_claim_from_before_a_resend_marks_nothing() {
     let answer = app.post("stripe", &refs(&headers), body).await;
     assert_eq!(answer.status, 200);
     let inbox_id: Uuid = answer.json["inbox_id"].as_str().unwrap().parse().unwrap();
-    let processing = Arc::clone(&app.server.as_ref().unwrap().processing);
-    assert_eq!(
-        Worker::new(Arc::clone(&processing))
-            .try_execute()
-            .await
-            .unwrap(),
-        1
-    );
+    assert_eq!(app.work_once().await, 1);
+    let processing = app.processing();
     let relay = || DeliveryRelay::new(Arc::clone(&processing), Lane::All);
 
     // The first relay's request hangs at the receiver, and so will the third's.
@@ -129,15 +123,15 @@ async fn a_worker_holding_a_claim_from_before_a_replay_changes_nothing() {
     // Workers lock a batch's rows in id order: holding `first` stops the old worker before
     // it locks `event`, the row under test.
     let (first, event) = (ids[0], ids[1]);
-    let processing = Arc::clone(&app.server.as_ref().unwrap().processing);
+    let processing = app.processing();
     let worker = || Worker::new(Arc::clone(&processing));
 
     // The old worker claims both and is held up reading their payloads...
-    let mut payloads = app.db.begin().await.unwrap();
-    sqlx::query("LOCK TABLE webhook_payloads IN ACCESS EXCLUSIVE MODE")
-        .execute(&mut *payloads)
-        .await
-        .unwrap();
+    let payloads = holding(
+        &app.db,
+        "LOCK TABLE webhook_payloads IN ACCESS EXCLUSIVE MODE",
+    )
+    .await;
     let old = tokio::spawn({
         let worker = worker();
         async move { worker.try_execute().await.unwrap() }
@@ -176,11 +170,11 @@ async fn a_worker_holding_a_claim_from_before_a_replay_changes_nothing() {
         .await
         .unwrap();
     assert_eq!(replayed.events, 1);
-    let mut payloads = app.db.begin().await.unwrap();
-    sqlx::query("LOCK TABLE webhook_payloads IN ACCESS EXCLUSIVE MODE")
-        .execute(&mut *payloads)
-        .await
-        .unwrap();
+    let payloads = holding(
+        &app.db,
+        "LOCK TABLE webhook_payloads IN ACCESS EXCLUSIVE MODE",
+    )
+    .await;
     let third = tokio::spawn({
         let worker = worker();
         async move { worker.try_execute().await.unwrap() }

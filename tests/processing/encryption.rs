@@ -143,7 +143,7 @@ async fn a_ciphertext_moved_to_another_row_does_not_open() {
     assert!(error.contains("does not open"), "{shown}");
 
     // Processing never sees a's body as b's: b fails for good, a is processed.
-    let worker = Worker::new(Arc::clone(&app.server.as_ref().unwrap().processing));
+    let worker = app.worker();
     worker.try_execute().await.unwrap();
     let rows: Vec<(String, String, Option<String>)> = all_rows(
         &app.db,

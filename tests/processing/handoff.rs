@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use wharf::ingest::{CommitSettings, Handoff, NewEvent, Store, Submission};
-use wharf::processing::Worker;
 use wharf::support::metrics::Metrics;
 
 use crate::support::{app::*, database::*, http::*, signing::*, wait::*};
@@ -137,7 +136,7 @@ async fn an_event_leased_to_a_host_that_went_away_is_claimed_once_its_lease_runs
     assert!(lease_left > 0.0 && lease_left <= 3.0, "{lease_left}");
 
     // While the lease holds, no other worker takes the event; after it, one does.
-    let worker = Worker::new(app.processing());
+    let worker = app.worker();
     assert_eq!(worker.try_execute().await.unwrap(), 0);
     tokio::time::sleep(Duration::from_secs_f64(lease_left + 0.2)).await;
     assert_eq!(worker.try_execute().await.unwrap(), 1);

@@ -2,9 +2,7 @@
 //! any text): their deliveries fail for good at once, on every sink, instead of panicking
 //! and being retaken after every lease.
 
-use std::sync::Arc;
-
-use wharf::processing::{DeliveryRelay, Lane, Worker};
+use wharf::processing::{DeliveryRelay, Lane};
 
 use crate::support::{app::*, database::*, http::*, nats::*, receiver::*, signing::*};
 
@@ -35,14 +33,8 @@ async fn deliveries_whose_headers_cannot_be_built_fail_without_a_panic() {
     )
     .await;
 
-    let processing = Arc::clone(&app.server.as_ref().unwrap().processing);
-    assert_eq!(
-        Worker::new(Arc::clone(&processing))
-            .try_execute()
-            .await
-            .unwrap(),
-        1
-    );
+    assert_eq!(app.work_once().await, 1);
+    let processing = app.processing();
     assert_eq!(app.count("deliveries").await, 2);
     let relay = DeliveryRelay::new(processing, Lane::All);
     assert_eq!(relay.try_execute().await.unwrap(), 2);

@@ -1,9 +1,6 @@
 //! Leases: a claim whose worker died is taken over once it expires, and not before.
 
-use std::sync::Arc;
 use std::time::Duration;
-
-use wharf::processing::Worker;
 
 use crate::support::{app::*, database::*, http::*, signing::*};
 
@@ -26,7 +23,7 @@ async fn an_expired_lease_is_claimed_again_and_a_live_one_is_not() {
     )
     .await;
 
-    let worker = Worker::new(Arc::clone(&app.server.as_ref().unwrap().processing));
+    let worker = app.worker();
     assert_eq!(
         worker.try_execute().await.unwrap(),
         1,

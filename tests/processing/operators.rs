@@ -29,7 +29,7 @@ async fn the_reconciler_requeues_events_missing_processing_or_deliveries() {
     )
     .await;
 
-    let processing = std::sync::Arc::clone(&app.server.as_ref().unwrap().processing);
+    let processing = app.processing();
     let report = Reconciler::new(processing).try_execute().await.unwrap();
     assert_eq!(report.missing_marker, 1);
     assert_eq!(report.missing_deliveries, 1);
@@ -55,12 +55,10 @@ async fn the_reconciler_requeues_events_missing_processing_or_deliveries() {
     .await
     .unwrap();
     assert_eq!(outcome, "stale");
-    let again = Reconciler::new(std::sync::Arc::clone(
-        &app.server.as_ref().unwrap().processing,
-    ))
-    .try_execute()
-    .await
-    .unwrap();
+    let again = Reconciler::new(app.processing())
+        .try_execute()
+        .await
+        .unwrap();
     assert_eq!((again.missing_marker, again.missing_deliveries), (0, 0));
     assert_eq!(
         again.outbox_unpublished, 0,

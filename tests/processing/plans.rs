@@ -5,7 +5,7 @@
 //! The first two tests analyze a table of 800 rows, claim one batch, and count the rows read;
 //! the last checks that the relays' lanes, one statement each, take what is theirs.
 
-use wharf::processing::{DeliveryRelay, Lane, Worker};
+use wharf::processing::{DeliveryRelay, Lane};
 
 use crate::support::{app::*, database::*, http::*, receiver::*, signing::*};
 
@@ -57,7 +57,7 @@ async fn a_worker_claim_reads_the_due_rows_not_every_row_of_an_analyzed_inbox() 
     let app = TestApp::builder().workers(0).start().await;
     accept_events(&app, "evt_claim").await;
     analyze(&app, "webhook_inbox").await;
-    let worker = Worker::new(app.processing());
+    let worker = app.worker();
     assert_eq!(worker.try_execute().await.unwrap(), BATCH as usize);
     drop(worker);
     // Claimed, then processed: two updates of each of the batch's rows.
@@ -74,7 +74,7 @@ async fn a_delivery_claim_reads_the_due_rows_not_every_pending_delivery_of_its_t
     let receiver = Receiver::start(Behaviour::ok()).await;
     let app = app_routing_to(&receiver.url).await;
     accept_events(&app, "evt_delivery_claim").await;
-    let worker = Worker::new(app.processing());
+    let worker = app.worker();
     let mut processed = 0;
     while processed < EVENTS as usize {
         processed += worker.try_execute().await.unwrap();
@@ -108,10 +108,7 @@ async fn the_unrouted_lane_sends_what_no_configured_route_targets_and_nothing_el
         let (headers, body) = signed_stripe_event(id);
         assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
     }
-    assert_eq!(
-        Worker::new(app.processing()).try_execute().await.unwrap(),
-        2
-    );
+    assert_eq!(app.worker().try_execute().await.unwrap(), 2);
     // One was planned under a route since changed: its target is configured no more.
     sqlx::query(
         "UPDATE deliveries SET target = $1

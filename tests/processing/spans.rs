@@ -5,7 +5,6 @@
 //! No adapter declares spans yet (WIT 0.2 will), so the submissions here go straight to
 //! `Store::accept`, the interface the pipeline calls after verification.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -124,14 +123,8 @@ async fn each_event_of_a_batch_is_processed_delivered_and_shown_as_its_own_span(
     );
 
     // Processed: each projection row holds its own item's document.
-    let processing = Arc::clone(&app.server.as_ref().unwrap().processing);
-    assert_eq!(
-        Worker::new(Arc::clone(&processing))
-            .try_execute()
-            .await
-            .unwrap(),
-        3
-    );
+    assert_eq!(app.work_once().await, 3);
+    let processing = app.processing();
     let states: Vec<(String, serde_json::Value)> = all_rows(
         &app.db,
         "SELECT object_id, state FROM object_state ORDER BY object_id",
@@ -199,7 +192,7 @@ async fn a_span_past_the_stored_body_is_poison_and_an_inverted_one_is_refused() 
     )
     .await;
     let id = accepted[0].inbox_id();
-    let processing = Arc::clone(&app.server.as_ref().unwrap().processing);
+    let processing = app.processing();
     assert_eq!(Worker::new(processing).try_execute().await.unwrap(), 1);
     let (status, attempts, error): (String, i32, Option<String>) = sqlx::query_as(
         "SELECT status, attempt_count, last_error FROM webhook_inbox WHERE inbox_id = $1",
