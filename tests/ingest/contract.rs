@@ -60,31 +60,19 @@ async fn checks_that_skip_the_body_or_the_timestamp_never_verify() {
     // The message is a literal with its valid MAC; the body is whatever the client sent.
     let literal = format!("{ts}.wharf").into_bytes();
     let answer = misbehave(&app, "literal-only", ts, &literal, &body).await;
-    assert_eq!(
-        (answer.status, answer.code()),
-        (503, "adapter_unavailable"),
-        "{answer:?}"
-    );
+    answer.assert_is(503, "adapter_unavailable", "");
     assert!(answer.headers.contains_key("retry-after"));
 
     // The body is signed, the reported timestamp is not: its freshness would prove nothing.
     let unsigned_ts = [b"wharf.".as_slice(), &body].concat();
     let answer = misbehave(&app, "ts-unsigned", ts, &unsigned_ts, &body).await;
-    assert_eq!(
-        (answer.status, answer.code()),
-        (503, "adapter_unavailable"),
-        "{answer:?}"
-    );
+    answer.assert_is(503, "adapter_unavailable", "");
     assert_eq!(app.count("webhook_inbox").await, 0);
 
     // The same adapter describing the request properly verifies: the refusals above are the
     // host's rules, not a broken signature.
     let answer = misbehave(&app, "ok", ts, &dotted(ts, &body), &body).await;
-    assert_eq!(
-        (answer.status, answer.code()),
-        (200, "accepted"),
-        "{answer:?}"
-    );
+    answer.assert_accepted("");
     assert_eq!(app.count("webhook_inbox").await, 1);
     app.shutdown().await;
 }
@@ -99,11 +87,7 @@ async fn results_that_ask_for_unbounded_hashing_fail_fast() {
     for mode in ["parts", "rehash"] {
         let started = Instant::now();
         let answer = misbehave(&app, mode, ts, b"", &body).await;
-        assert_eq!(
-            (answer.status, answer.code()),
-            (503, "adapter_unavailable"),
-            "{mode}: {answer:?}"
-        );
+        answer.assert_is(503, "adapter_unavailable", mode);
         assert!(
             started.elapsed() < Duration::from_secs(5),
             "{mode} took {:?}",
@@ -124,11 +108,7 @@ async fn a_guest_that_sleeps_is_not_held_by_it() {
     let started = Instant::now();
     // The guest sleeps 30 s in a WASI call; the host's clocks make every wait return at once.
     let answer = misbehave(&app, "sleep", ts, &dotted(ts, &body), &body).await;
-    assert_eq!(
-        (answer.status, answer.code()),
-        (200, "accepted"),
-        "{answer:?}"
-    );
+    answer.assert_accepted("");
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "took {:?}",
@@ -161,11 +141,7 @@ async fn ids_and_types_with_control_characters_are_malformed_after_verification(
                 body.into_bytes(),
             )
             .await;
-        assert_eq!(
-            (answer.status, answer.code()),
-            (400, "malformed"),
-            "{n}: {answer:?}"
-        );
+        answer.assert_is(400, "malformed", n);
         // Signed wrongly, the same body is a 401: verification comes first.
         let body = stripe_event(id);
         let header = stripe_header("whsec_wrong", now(), body.as_bytes());
@@ -318,11 +294,7 @@ async fn wit_0_2_forms_are_held_to_their_declarations() {
         .await;
     let ts = now();
     let refused = |answer: &Answer, what: &str| {
-        assert_eq!(
-            (answer.status, answer.code()),
-            (503, "adapter_unavailable"),
-            "{what}: {answer:?}"
-        );
+        answer.assert_is(503, "adapter_unavailable", what);
     };
 
     // An item check over the whole body as one slice; the timestamp is inside that slice.

@@ -34,11 +34,7 @@ fn retry_after(answer: &Answer) -> u64 {
 }
 
 fn assert_limited(answer: &Answer) {
-    assert_eq!(
-        (answer.status, answer.code()),
-        (429, "rate_limited"),
-        "{answer:?}"
-    );
+    answer.assert_is(429, "rate_limited", "");
     assert!(answer.json["message"].is_string(), "{answer:?}");
     assert!(retry_after(answer) >= 1, "{answer:?}");
 }

@@ -249,7 +249,7 @@ async fn ten_swaps_under_load_never_fail_a_request_and_never_serve_a_bad_file() 
     std::fs::remove_file(&file).unwrap();
     wait_for(&client, &admin, "the removal", |s| s["state"] == "removed").await;
     let answer = send(&client, &server.base, "while-removed").await;
-    assert_eq!((answer.status, answer.code()), (503, "adapter_unavailable"));
+    answer.assert_is(503, "adapter_unavailable", "");
     install_atomically(&file, &patched("reload-v10"));
     wait_for(&client, &admin, "the return", |s| {
         s["version"] == "reload-v10"
@@ -394,10 +394,10 @@ async fn a_file_refused_at_start_serves_once_fixed_and_a_second_file_cannot_take
             body.clone(),
         )
         .await;
-    assert_eq!(
-        (answer.status, answer.code()),
-        (503, "adapter_unavailable"),
-        "a refused file with no earlier version leaves the adapter unloaded"
+    answer.assert_is(
+        503,
+        "adapter_unavailable",
+        "a refused file with no earlier version leaves the adapter unloaded",
     );
     install_atomically(
         &github,
@@ -542,10 +542,10 @@ async fn duplicate_names_serve_the_first_file_in_name_order_at_start_and_on_relo
         );
     }
     let trapped = answer(2).await;
-    assert_eq!(
-        (trapped.status, trapped.code()),
-        (503, "adapter_unavailable"),
-        "the trapping 0-reload.wasm answers"
+    trapped.assert_is(
+        503,
+        "adapter_unavailable",
+        "the trapping 0-reload.wasm answers",
     );
 
     // Each removal hands the name to the next file in name order, without re-vetting it.
@@ -617,7 +617,7 @@ async fn a_fixture_read_through_a_symlink_refuses_its_adapter_and_leaks_nothing(
     );
     let (headers, body) = signed_stripe_event("evt_linked");
     let answer = app.post("stripe", &refs(&headers), body).await;
-    assert_eq!((answer.status, answer.code()), (503, "adapter_unavailable"));
+    answer.assert_is(503, "adapter_unavailable", "");
 
     // On reload: a new adapter whose fixtures do the same is refused too.
     fixtures_with_linked_body(
@@ -641,7 +641,7 @@ async fn a_fixture_read_through_a_symlink_refuses_its_adapter_and_leaks_nothing(
         "{reload}"
     );
     let answer = send(&client, &app.base, "linked").await;
-    assert_eq!((answer.status, answer.code()), (503, "adapter_unavailable"));
+    answer.assert_is(503, "adapter_unavailable", "");
 
     // Nothing of the secrets file reaches what an operator or a log reader sees.
     let shown = get_text(&client, &format!("{}/admin/adapters", app.admin)).await;

@@ -41,11 +41,7 @@ async fn looping_allocating_trapping_recursing_and_bloated_adapters_are_503_and_
     for (round, mode) in MODES.iter().chain(&["missing"]).chain(&MODES).enumerate() {
         let started = Instant::now();
         let answer = misbehave(&app, mode).await;
-        assert_eq!(
-            (answer.status, answer.code()),
-            (503, "adapter_unavailable"),
-            "{mode}: {answer:?}"
-        );
+        answer.assert_is(503, "adapter_unavailable", mode);
         assert!(answer.headers.contains_key("retry-after"));
         assert!(
             started.elapsed() < Duration::from_secs(2),
@@ -62,11 +58,7 @@ async fn looping_allocating_trapping_recursing_and_bloated_adapters_are_503_and_
                 body,
             )
             .await;
-        assert_eq!(
-            (answer.status, answer.code()),
-            (200, "accepted"),
-            "after {mode}: {answer:?}"
-        );
+        answer.assert_accepted(format!("after {mode}"));
     }
     // Many at once beside valid traffic: the concurrency permit keeps the pool from being
     // exhausted, and guest CPU stays off the threads that acknowledge and commit.
@@ -127,11 +119,7 @@ async fn an_instance_serves_one_request_only() {
                 body,
             )
             .await;
-        assert_eq!(
-            (answer.status, answer.code()),
-            (200, "accepted"),
-            "{answer:?}"
-        );
+        answer.assert_accepted("");
     }
     let ids: Vec<String> =
         sqlx::query_scalar("SELECT provider_event_id FROM webhook_inbox ORDER BY 1")

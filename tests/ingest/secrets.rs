@@ -85,7 +85,7 @@ value = "{GITHUB_SECRET}"
     let answer = app
         .post("stripe", &[("stripe-signature", &header)], body)
         .await;
-    assert_eq!((answer.status, answer.code()), (401, "invalid_signature"));
+    answer.assert_is(401, "invalid_signature", "");
     let (header, body) = signed_with(STRIPE_SECRET, "evt_new");
     assert_eq!(
         app.post("stripe", &[("stripe-signature", &header)], body)
@@ -104,7 +104,7 @@ value = "{GITHUB_SECRET}"
     let answer = app
         .post("std", &refs(&headers), vector["body"].as_str().unwrap())
         .await;
-    assert_eq!((answer.status, answer.code()), (503, "secrets_unavailable"));
+    answer.assert_is(503, "secrets_unavailable", "");
     assert!(answer.headers.contains_key("retry-after"));
     assert_eq!(app.count("webhook_inbox").await, 1);
 }
@@ -192,7 +192,7 @@ async fn an_unreadable_secrets_file_fails_closed_until_fixed() {
         let answer = app
             .post("stripe", &[("stripe-signature", &header)], body)
             .await;
-        assert_eq!((answer.status, answer.code()), (503, "secrets_unavailable"));
+        answer.assert_is(503, "secrets_unavailable", "");
     }
     assert_eq!(app.count("webhook_inbox").await, before);
     assert_eq!(

@@ -234,7 +234,7 @@ async fn a_signed_request_over_https_is_accepted_and_committed() {
         body.into(),
     )
     .await;
-    assert_eq!((answer.status, answer.code()), (200, "accepted"));
+    answer.assert_accepted("");
     assert_eq!(app.count("webhook_inbox").await, 1);
     // The gauge operators alert on is the serving certificate's notAfter.
     assert_eq!(metric(&app, EXPIRY).await, leaf.not_after);

@@ -26,11 +26,7 @@ fn marked_event(id: &str) -> (Vec<(String, String)>, String) {
 async fn accept(app: &TestApp, id: &str) -> Uuid {
     let (headers, body) = marked_event(id);
     let answer = app.post("stripe", &refs(&headers), body).await;
-    assert_eq!(
-        (answer.status, answer.code()),
-        (200, "accepted"),
-        "{answer:?}"
-    );
+    answer.assert_accepted("");
     answer.json["inbox_id"].as_str().unwrap().parse().unwrap()
 }
 

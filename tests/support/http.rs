@@ -79,7 +79,7 @@ impl Answer {
 
     /// Asserts `(status, code)`, showing `context` and the whole answer when it differs.
     #[track_caller]
-    pub fn assert_is(&self, status: u16, code: &str, context: &str) {
+    pub fn assert_is(&self, status: u16, code: &str, context: impl std::fmt::Display) {
         assert_eq!(
             (self.status, self.code()),
             (status, code),
@@ -89,7 +89,7 @@ impl Answer {
 
     /// Asserts `200 accepted`.
     #[track_caller]
-    pub fn assert_accepted(&self, context: &str) {
+    pub fn assert_accepted(&self, context: impl std::fmt::Display) {
         self.assert_is(200, "accepted", context);
     }
 }
