@@ -231,7 +231,7 @@ async fn a_signed_request_over_https_is_accepted_and_committed() {
         &app.base,
         "stripe",
         &refs(&headers),
-        body.into(),
+        body,
     )
     .await;
     answer.assert_accepted("");

@@ -73,26 +73,23 @@ pub async fn execute(db: &PgPool, sql: &str) -> u64 {
         .rows_affected()
 }
 
-/// The one row `sql` selects (no parameters).
-pub async fn one_row<T>(db: &PgPool, sql: &str) -> T
-where
-    T: for<'r> FromRow<'r, PgRow> + Send + Unpin,
-{
-    sqlx::query_as(sql)
-        .fetch_one(db)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
-}
+/// What a row of a query can be read as.
+pub trait Row: for<'r> FromRow<'r, PgRow> + Send + Unpin {}
+impl<T: for<'r> FromRow<'r, PgRow> + Send + Unpin> Row for T {}
 
 /// Every row `sql` selects (no parameters).
-pub async fn all_rows<T>(db: &PgPool, sql: &str) -> Vec<T>
-where
-    T: for<'r> FromRow<'r, PgRow> + Send + Unpin,
-{
+pub async fn all_rows<T: Row>(db: &PgPool, sql: &str) -> Vec<T> {
     sqlx::query_as(sql)
         .fetch_all(db)
         .await
         .unwrap_or_else(|e| panic!("{sql}: {e}"))
+}
+
+/// The first row `sql` selects (no parameters); there must be one.
+pub async fn one_row<T: Row>(db: &PgPool, sql: &str) -> T {
+    let mut rows = all_rows(db, sql).await;
+    assert!(!rows.is_empty(), "no row: {sql}");
+    rows.swap_remove(0)
 }
 
 /// A transaction that has run `sql` (a `LOCK TABLE ...`): what it holds is held until it

@@ -100,7 +100,7 @@ pub async fn post(
     base: &str,
     endpoint: &str,
     headers: &[(&str, &str)],
-    body: Vec<u8>,
+    body: impl Into<reqwest::Body>,
 ) -> Answer {
     let mut request = client
         .post(format!("{base}/webhooks/{endpoint}"))
@@ -135,11 +135,30 @@ pub async fn read_until_closed(
     stream: &mut tokio::net::TcpStream,
     within: std::time::Duration,
 ) -> (String, bool) {
+    read_until(stream, within, |_| false).await
+}
+
+/// Reads one JSON answer (head and a body ending in `}`), or what arrived within `within`.
+pub async fn read_answer(
+    stream: &mut tokio::net::TcpStream,
+    within: std::time::Duration,
+) -> String {
+    let complete = |read: &[u8]| read.windows(4).any(|w| w == b"\r\n\r\n") && read.ends_with(b"}");
+    read_until(stream, within, complete).await.0
+}
+
+/// Reads until `done` holds for what was read, the server closes, or `within` passes:
+/// `(bytes, whether it ended before within)`.
+async fn read_until(
+    stream: &mut tokio::net::TcpStream,
+    within: std::time::Duration,
+    done: impl Fn(&[u8]) -> bool,
+) -> (String, bool) {
     use tokio::io::AsyncReadExt;
     let mut answer = Vec::new();
-    let closed = tokio::time::timeout(within, async {
+    let ended = tokio::time::timeout(within, async {
         let mut buf = [0u8; 4096];
-        loop {
+        while !done(&answer) {
             match stream.read(&mut buf).await {
                 Ok(0) | Err(_) => break,
                 Ok(n) => answer.extend_from_slice(&buf[..n]),
@@ -148,30 +167,5 @@ pub async fn read_until_closed(
     })
     .await
     .is_ok();
-    (String::from_utf8_lossy(&answer).into_owned(), closed)
-}
-
-/// Reads one JSON answer (head and a body ending in `}`), or what arrived within `within`.
-pub async fn read_answer(
-    stream: &mut tokio::net::TcpStream,
-    within: std::time::Duration,
-) -> String {
-    use tokio::io::AsyncReadExt as _;
-    let mut answer = Vec::new();
-    let _ = tokio::time::timeout(within, async {
-        let mut buf = [0u8; 4096];
-        loop {
-            match stream.read(&mut buf).await {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    answer.extend_from_slice(&buf[..n]);
-                    if answer.windows(4).any(|w| w == b"\r\n\r\n") && answer.ends_with(b"}") {
-                        break;
-                    }
-                }
-            }
-        }
-    })
-    .await;
-    String::from_utf8_lossy(&answer).into_owned()
+    (String::from_utf8_lossy(&answer).into_owned(), ended)
 }
