@@ -9,11 +9,7 @@ async fn migrate_creates_the_tables() {
         .write_config()
         .await;
     let out = run_wharf(&["migrate", "--config", written.config_path.to_str().unwrap()]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ran(&out, "");
     let db = sqlx::PgPool::connect(&written.database_url).await.unwrap();
     let tables: Vec<String> = sqlx::query_scalar(
         // Tables, not their day partitions.
@@ -36,11 +32,7 @@ fn adapter_check_prints_the_description() {
         "check",
         adapter_file("stripe.wasm").to_str().unwrap(),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ran(&out, "");
     let info: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(info["name"], "stripe");
     assert_eq!(info["algorithms"], serde_json::json!(["hmac-sha256"]));
@@ -79,11 +71,7 @@ async fn config_is_accepted_before_or_after_the_subcommand_and_from_the_environm
     let config = written.config_path.to_str().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let migrated = run_wharf(&["migrate", "--config", config]);
-    assert!(
-        migrated.status.success(),
-        "{}",
-        String::from_utf8_lossy(&migrated.stderr)
-    );
+    assert_ran(&migrated, "");
     for (args, env) in [
         (&["events", "list", "--config", config][..], &[][..]),
         (&["events", "--config", config, "list"], &[]),

@@ -208,7 +208,7 @@ async fn an_adapter_that_echoes_the_request_puts_none_of_it_in_the_log() {
 #[tokio::test]
 async fn a_contract_breach_fails_fixtures_check_and_reload_whatever_the_fixture_expects() {
     let written = TestApp::builder()
-        .admin_token(TEST_ADMIN_TOKEN)
+        .with_admin()
         .add_adapter("testing/test-misbehave.wasm")
         .add_endpoints(EVIL)
         .write_config()

@@ -173,7 +173,9 @@ async fn past_capacity_a_request_is_refused_before_its_signature_is_checked() {
     }
     // Capacity is back: the next request is admitted and verified as usual.
     let (headers, body) = signed_stripe_event("evt_after");
-    assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
+    app.post("stripe", &refs(&headers), body)
+        .await
+        .assert_status(200);
     assert_eq!(app.count("webhook_inbox").await, 3);
     let text = app.metrics().await;
     assert!(

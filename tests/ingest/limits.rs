@@ -190,7 +190,9 @@ async fn routing_methods_and_media_types() {
         "content-type".into(),
         "application/vnd.github+json; charset=utf-8".into(),
     ));
-    assert_eq!(app.post("github", &refs(&headers), body).await.status, 200);
+    app.post("github", &refs(&headers), body)
+        .await
+        .assert_status(200);
 
     // Each request is counted by endpoint and outcome; unknown endpoints share one label.
     let metrics = app.metrics().await;

@@ -101,7 +101,7 @@ async fn send(client: &reqwest::Client, base: &str, delivery: &str) -> Answer {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_swaps_under_load_never_fail_a_request_and_never_serve_a_bad_file() {
     let written = TestApp::builder()
-        .admin_token(TEST_ADMIN_TOKEN)
+        .with_admin()
         .add_adapter("testing/test-reload.wasm")
         .add_endpoints(ENDPOINT)
         .write_config()
@@ -327,10 +327,7 @@ fn check_log(log: &Path, markers: &[(String, &str)]) {
 
 #[tokio::test]
 async fn a_file_refused_at_start_serves_once_fixed_and_a_second_file_cannot_take_a_name() {
-    let written = TestApp::builder()
-        .admin_token(TEST_ADMIN_TOKEN)
-        .write_config()
-        .await;
+    let written = TestApp::builder().with_admin().write_config().await;
     let adapters = written.dir.path().join("adapters");
     let github = adapters.join("github.wasm");
     std::fs::write(&github, b"not wasm at all").unwrap();
@@ -381,7 +378,9 @@ async fn a_file_refused_at_start_serves_once_fixed_and_a_second_file_cannot_take
         "{refused}"
     );
     let (headers, body) = signed_stripe_event("evt_after_copy");
-    assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
+    app.post("stripe", &refs(&headers), body)
+        .await
+        .assert_status(200);
 
     // A file that was not a component at start is refused, and serves once it is fixed.
     let refused = wait("github.wasm", "refused").await;
@@ -493,7 +492,7 @@ fn status_of<'a>(all: &'a [serde_json::Value], file: &str) -> &'a serde_json::Va
 #[tokio::test]
 async fn duplicate_names_serve_the_first_file_in_name_order_at_start_and_on_reload() {
     let written = TestApp::builder()
-        .admin_token(TEST_ADMIN_TOKEN)
+        .with_admin()
         .add_endpoints(ENDPOINT)
         .write_config()
         .await;
@@ -592,7 +591,7 @@ fn fixtures_with_linked_body(from: &str, dest: &Path, target: &Path) {
 #[tokio::test]
 async fn a_fixture_read_through_a_symlink_refuses_its_adapter_and_leaks_nothing() {
     let written = TestApp::builder()
-        .admin_token(TEST_ADMIN_TOKEN)
+        .with_admin()
         .add_endpoints(ENDPOINT)
         .write_config()
         .await;

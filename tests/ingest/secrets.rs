@@ -37,28 +37,19 @@ fn signed_with(secret: &str, id: &str) -> (String, String) {
 async fn current_and_previous_versions_are_accepted_and_recorded() {
     let app = TestApp::builder().start().await;
     let (header, body) = signed_with(STRIPE_SECRET, "evt_current");
-    assert_eq!(
-        app.post("stripe", &[("stripe-signature", &header)], body)
-            .await
-            .status,
-        200
-    );
+    app.post("stripe", &[("stripe-signature", &header)], body)
+        .await
+        .assert_status(200);
     assert_eq!(matched_version(&app, "evt_current").await, "2026-11");
     let (header, body) = signed_with(STRIPE_OLD_SECRET, "evt_previous");
-    assert_eq!(
-        app.post("stripe", &[("stripe-signature", &header)], body)
-            .await
-            .status,
-        200
-    );
+    app.post("stripe", &[("stripe-signature", &header)], body)
+        .await
+        .assert_status(200);
     assert_eq!(matched_version(&app, "evt_previous").await, "2026-10");
     let (header, body) = signed_with("whsec_never_configured", "evt_unknown");
-    assert_eq!(
-        app.post("stripe", &[("stripe-signature", &header)], body)
-            .await
-            .status,
-        401
-    );
+    app.post("stripe", &[("stripe-signature", &header)], body)
+        .await
+        .assert_status(401);
 }
 
 #[tokio::test]
@@ -87,12 +78,9 @@ value = "{GITHUB_SECRET}"
         .await;
     answer.assert_is(401, "invalid_signature", "");
     let (header, body) = signed_with(STRIPE_SECRET, "evt_new");
-    assert_eq!(
-        app.post("stripe", &[("stripe-signature", &header)], body)
-            .await
-            .status,
-        200
-    );
+    app.post("stripe", &[("stripe-signature", &header)], body)
+        .await
+        .assert_status(200);
 
     let vector = &vectors("standard-webhooks.json")["vectors"][0];
     let headers: Vec<(String, String)> = vector["headers"]
@@ -141,12 +129,9 @@ async fn rotation_by_editing_the_file_without_restart() {
     assert!(accepted, "the rotated secret is trusted without a restart");
     assert_eq!(matched_version(&app, "evt_rotated").await, "2026-12");
     let (header, body) = signed_with(STRIPE_SECRET, "evt_previous_still_ok");
-    assert_eq!(
-        app.post("stripe", &[("stripe-signature", &header)], body)
-            .await
-            .status,
-        200
-    );
+    app.post("stripe", &[("stripe-signature", &header)], body)
+        .await
+        .assert_status(200);
 
     // Remove the old version by writing the file in place: it stops verifying.
     let text = std::fs::read_to_string(file).unwrap();

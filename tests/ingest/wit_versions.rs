@@ -57,7 +57,7 @@ async fn accepts_stripe(app: &TestApp, id: &str) {
 #[tokio::test]
 async fn a_0_1_component_serves_beside_0_2_components() {
     let written = TestApp::builder()
-        .admin_token(TEST_ADMIN_TOKEN)
+        .with_admin()
         .add_adapter("slack.wasm")
         .write_config()
         .await;
@@ -84,10 +84,7 @@ async fn a_0_1_component_serves_beside_0_2_components() {
 
 #[tokio::test]
 async fn one_file_hot_reloads_from_0_2_to_0_1_and_back() {
-    let app = TestApp::builder()
-        .admin_token(TEST_ADMIN_TOKEN)
-        .start()
-        .await;
+    let app = TestApp::builder().with_admin().start().await;
     let path = app.config.dir.path().join("adapters/stripe.wasm");
     let v0_2 = std::fs::read(&path).unwrap();
     let v0_1 = wit_0_1_stripe();

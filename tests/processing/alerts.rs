@@ -31,12 +31,18 @@ async fn alerting_metrics_count_what_happened() {
     let processing = app.processing();
 
     let (headers, body) = signed_stripe_event("evt_delivered");
-    assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
+    app.post("stripe", &refs(&headers), body)
+        .await
+        .assert_status(200);
     // An event whose payload is gone ends FAILED.
     let (headers, body) = signed_stripe_event("evt_lost");
-    assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
+    app.post("stripe", &refs(&headers), body)
+        .await
+        .assert_status(200);
     let (headers, body) = signed_stripe_event("evt_delivered");
-    assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
+    app.post("stripe", &refs(&headers), body)
+        .await
+        .assert_status(200);
     execute(
         &app.db,
         "DELETE FROM webhook_payloads WHERE payload_ref =

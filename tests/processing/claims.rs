@@ -136,9 +136,9 @@ async fn a_worker_holding_a_claim_from_before_a_replay_changes_nothing() {
         let worker = worker();
         async move { worker.try_execute().await.unwrap() }
     });
-    wait_until_count(
-        &app.db,
-        "SELECT count(*) FROM webhook_inbox WHERE status = 'PROCESSING' AND attempt_count = 1",
+    app.wait_count(
+        "webhook_inbox",
+        "status = 'PROCESSING' AND attempt_count = 1",
         2,
     )
     .await;

@@ -72,25 +72,12 @@ async fn lists_filter_by_status_target_endpoint_and_time_and_say_what_a_limit_le
     }
     let body = br#"{"action":"opened"}"#;
     let headers = signed_github_headers(body, "list-github-1");
-    assert_eq!(
-        app.post("github", &refs(&headers), body.to_vec())
-            .await
-            .status,
-        200
-    );
+    app.post("github", &refs(&headers), body.to_vec())
+        .await
+        .assert_status(200);
     // stripe x (ok, down) and github x ok: 4 sent, 3 failed.
-    wait_until_count(
-        &app.db,
-        "SELECT count(*) FROM deliveries WHERE status = 'SENT'",
-        4,
-    )
-    .await;
-    wait_until_count(
-        &app.db,
-        "SELECT count(*) FROM deliveries WHERE status = 'FAILED'",
-        3,
-    )
-    .await;
+    app.wait_count("deliveries", "status = 'SENT'", 4).await;
+    app.wait_count("deliveries", "status = 'FAILED'", 3).await;
     let config = app.config.config_path.clone();
 
     let failed = json_lines(&deliveries(&config, &["list", "--status", "failed", "--json"]).0);
@@ -250,12 +237,7 @@ async fn a_replayed_delivery_is_sent_again_with_the_same_idempotency_key() {
         .start()
         .await;
     let inbox_id = post_stripe(&app, "evt_replay_delivery").await;
-    wait_until_count(
-        &app.db,
-        "SELECT count(*) FROM deliveries WHERE status = 'FAILED'",
-        1,
-    )
-    .await;
+    app.wait_count("deliveries", "status = 'FAILED'", 1).await;
     let config = app.config.config_path.clone();
     let delivery_id: String = sqlx::query_scalar("SELECT delivery_id::text FROM deliveries")
         .fetch_one(&app.db)
@@ -294,12 +276,7 @@ async fn a_replayed_delivery_is_sent_again_with_the_same_idempotency_key() {
         &["replay", "--status", "failed", "--target", &receiver.url],
     );
     assert!(text.contains("requeued 1 of 1 selected"), "{text}");
-    wait_until_count(
-        &app.db,
-        "SELECT count(*) FROM deliveries WHERE status = 'SENT'",
-        1,
-    )
-    .await;
+    app.wait_count("deliveries", "status = 'SENT'", 1).await;
     let received = receiver.received();
     assert_eq!(received.len(), 2);
     assert_eq!(received[0].idempotency_key, inbox_id);
@@ -376,18 +353,13 @@ async fn the_admin_api_answers_only_with_the_token() {
     })
     .await;
     let app = TestApp::builder()
-        .admin_token(TEST_ADMIN_TOKEN)
+        .with_admin()
         .workers(2)
         .append_toml(&route("stripe", &receiver.url, "max_attempts = 1"))
         .start()
         .await;
     let inbox_id = post_stripe(&app, "evt_admin_api").await;
-    wait_until_count(
-        &app.db,
-        "SELECT count(*) FROM deliveries WHERE status = 'FAILED'",
-        1,
-    )
-    .await;
+    app.wait_count("deliveries", "status = 'FAILED'", 1).await;
     let admin = app.admin.clone();
     let token = Some(TEST_ADMIN_TOKEN);
     let wrong = "test-admin-token-0123456789abcdef012345678X";

@@ -70,22 +70,14 @@ async fn the_database_holds_no_plaintext_of_a_stored_body() {
         .arg("\\copy (SELECT * FROM webhook_payloads) TO STDOUT WITH (FORMAT binary)")
         .output()
         .expect("psql runs");
-    assert!(
-        copy.status.success(),
-        "{}",
-        String::from_utf8_lossy(&copy.stderr)
-    );
+    assert_ran(&copy, "");
     assert!(copy.stdout.len() > 100, "the row was copied");
     // A whole logical dump, where bytea is written as hex.
     let dump = Command::new("pg_dump")
         .args(["--data-only", url])
         .output()
         .expect("pg_dump runs");
-    assert!(
-        dump.status.success(),
-        "{}",
-        String::from_utf8_lossy(&dump.stderr)
-    );
+    assert_ran(&dump, "");
     let hex_marker = hex::encode(MARKER);
     for (what, bytes) in [("psql copy", &copy.stdout), ("pg_dump", &dump.stdout)] {
         assert!(!contains(bytes, MARKER.as_bytes()), "{what} shows the body");
@@ -218,11 +210,7 @@ async fn after_a_rotation_old_payloads_open_and_reencryption_moves_every_one() {
         "--batch",
         "2",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ran(&out, "");
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["found"], 2, "{report}");
     assert_eq!(report["resealed"], 2, "{report}");

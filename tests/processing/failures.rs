@@ -20,7 +20,9 @@ async fn a_downstream_answering_500_then_200_gets_the_event_twice_with_one_key()
     )
     .await;
     let (headers, body) = signed_stripe_event("evt_500_then_200");
-    assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
+    app.post("stripe", &refs(&headers), body)
+        .await
+        .assert_status(200);
     wait_until_converged(&app.db).await;
     let (attempts, error): (i32, Option<String>) =
         one_row(&app.db, "SELECT attempt_count, last_error FROM deliveries").await;
@@ -40,13 +42,10 @@ async fn a_downstream_that_never_answers_in_time_ends_failed() {
     )
     .await;
     let (headers, body) = signed_stripe_event("evt_timeout");
-    assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
-    wait_until_count(
-        &app.db,
-        "SELECT count(*) FROM deliveries WHERE status = 'FAILED'",
-        1,
-    )
-    .await;
+    app.post("stripe", &refs(&headers), body)
+        .await
+        .assert_status(200);
+    app.wait_count("deliveries", "status = 'FAILED'", 1).await;
     let (attempts, error): (i32, String) =
         one_row(&app.db, "SELECT attempt_count, last_error FROM deliveries").await;
     assert_eq!(attempts, 3);
@@ -88,12 +87,8 @@ async fn a_poison_event_ends_failed_and_is_replayed_after_the_fix() {
     let answer = app.post("stripe", &refs(&headers), body.clone()).await;
     assert_eq!(answer.status, 200);
     let inbox_id = answer.json["inbox_id"].as_str().unwrap().to_owned();
-    wait_until_count(
-        &app.db,
-        "SELECT count(*) FROM webhook_inbox WHERE status = 'FAILED'",
-        1,
-    )
-    .await;
+    app.wait_count("webhook_inbox", "status = 'FAILED'", 1)
+        .await;
     broken.shutdown().await.unwrap();
 
     // The operator finds it, with a diagnostic and no payload.
@@ -152,12 +147,8 @@ async fn transient_failures_back_off_until_the_endpoint_attempts_run_out() {
     let (headers, body) = signed_stripe_event("evt_transient");
     let answer = app.post("stripe-strict", &refs(&headers), body).await;
     assert_eq!(answer.status, 200);
-    wait_until_count(
-        &app.db,
-        "SELECT count(*) FROM webhook_inbox WHERE status = 'FAILED'",
-        1,
-    )
-    .await;
+    app.wait_count("webhook_inbox", "status = 'FAILED'", 1)
+        .await;
     let (attempts, error): (i32, String) = one_row(
         &app.db,
         "SELECT attempt_count, last_error FROM webhook_inbox",
@@ -197,7 +188,9 @@ async fn a_target_that_never_answers_does_not_hold_up_the_others() {
     const EVENTS: usize = 60;
     for n in 0..EVENTS {
         let (headers, body) = signed_stripe_event(&format!("evt_lanes_{n}"));
-        assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
+        app.post("stripe", &refs(&headers), body)
+            .await
+            .assert_status(200);
     }
     eventually("the healthy target has every event", || async {
         healthy.received().len() >= EVENTS

@@ -10,7 +10,9 @@ async fn an_expired_lease_is_claimed_again_and_a_live_one_is_not() {
     let app = TestApp::builder().workers(0).start().await;
     for id in ["evt_lease_expired", "evt_lease_live"] {
         let (headers, body) = signed_stripe_event(id);
-        assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
+        app.post("stripe", &refs(&headers), body)
+            .await
+            .assert_status(200);
     }
     // Both claimed by a worker that then died: one lease is over, the other runs 3 s more.
     execute(

@@ -20,12 +20,9 @@ async fn nats_deliveries_carry_the_inbox_id_and_are_deduplicated() {
         .await;
     let (headers, body) = signed_stripe_event("evt_nats_1");
     for _ in 0..3 {
-        assert_eq!(
-            app.post("stripe", &refs(&headers), body.clone())
-                .await
-                .status,
-            200
-        );
+        app.post("stripe", &refs(&headers), body.clone())
+            .await
+            .assert_status(200);
     }
     wait_until_converged(&app.db).await;
     let inbox_id: uuid::Uuid = sqlx::query_scalar("SELECT inbox_id FROM webhook_inbox")

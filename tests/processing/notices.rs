@@ -4,7 +4,7 @@
 
 use wharf::processing::OutboxRelay;
 
-use crate::support::{app::*, database::*, http::*, nats::*, signing::*, wait::*};
+use crate::support::{app::*, database::*, http::*, nats::*, signing::*};
 
 /// (outbox rows, of which published at their event's `received_at`, still unpublished).
 async fn notices(app: &TestApp) -> (i64, i64, i64) {
@@ -23,7 +23,9 @@ async fn without_nats_the_notice_is_committed_published_and_the_relay_has_nothin
     let app = TestApp::builder().workers(0).start().await;
     for id in ["evt_notice_1", "evt_notice_2", "evt_notice_1"] {
         let (headers, body) = signed_stripe_event(id);
-        assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
+        app.post("stripe", &refs(&headers), body)
+            .await
+            .assert_status(200);
     }
     assert_eq!(
         notices(&app).await,
@@ -48,19 +50,12 @@ async fn with_nats_the_notice_waits_for_the_relay_and_is_published_once() {
         .await;
     let (headers, body) = signed_stripe_event("evt_notice_nats");
     for _ in 0..2 {
-        assert_eq!(
-            app.post("stripe", &refs(&headers), body.clone())
-                .await
-                .status,
-            200
-        );
+        app.post("stripe", &refs(&headers), body.clone())
+            .await
+            .assert_status(200);
     }
-    wait_until_count(
-        &app.db,
-        "SELECT count(*) FROM webhook_outbox WHERE published_at IS NOT NULL",
-        1,
-    )
-    .await;
+    app.wait_count("webhook_outbox", "published_at IS NOT NULL", 1)
+        .await;
     // Marked by the relay after it published, not at acceptance.
     let (rows, published_on_arrival, unpublished) = notices(&app).await;
     assert_eq!((rows, published_on_arrival, unpublished), (1, 0, 0));

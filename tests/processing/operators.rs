@@ -11,7 +11,9 @@ async fn the_reconciler_requeues_events_missing_processing_or_deliveries() {
     let (receiver, app) = start_app_delivering_to(Behaviour::ok(), "").await;
     for id in ["evt_rec_1", "evt_rec_2"] {
         let (headers, body) = signed_stripe_event(id);
-        assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
+        app.post("stripe", &refs(&headers), body)
+            .await
+            .assert_status(200);
     }
     wait_until_converged(&app.db).await;
     assert_eq!(receiver.received().len(), 2);
@@ -84,7 +86,9 @@ async fn the_oldest_pending_gauge_follows_the_backlog_between_reconciler_passes(
         .start()
         .await;
     let (headers, body) = signed_stripe_event("evt_gauge");
-    assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
+    app.post("stripe", &refs(&headers), body)
+        .await
+        .assert_status(200);
     let config = wharf::config::Config::load(&app.config.config_path).unwrap();
     let host = wharf::server::ProcessingHost::start(config, 0, None)
         .await

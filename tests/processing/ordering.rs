@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::support::{app::*, database::*, http::*, signing::*, wait::*};
+use crate::support::{app::*, database::*, http::*, signing::*};
 
 const BASE: i64 = 1_764_000_000;
 
@@ -15,12 +15,8 @@ async fn send_version(app: &TestApp, object: &str, version: i64) {
 }
 
 async fn all_processed(app: &TestApp) {
-    wait_until_count(
-        &app.db,
-        "SELECT count(*) FROM webhook_inbox WHERE status <> 'PROCESSED'",
-        0,
-    )
-    .await;
+    app.wait_count("webhook_inbox", "status <> 'PROCESSED'", 0)
+        .await;
 }
 
 async fn projected(app: &TestApp, object: &str) -> (i64, String) {
@@ -110,7 +106,9 @@ async fn same_second_versions_order_by_event_id() {
     let app = TestApp::builder().workers(2).start().await;
     for id in ["evt_b", "evt_a"] {
         let (headers, body) = signed_stripe_object_event(id, "cus_tie", BASE);
-        assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
+        app.post("stripe", &refs(&headers), body)
+            .await
+            .assert_status(200);
         all_processed(&app).await;
         tokio::time::sleep(Duration::from_millis(10)).await;
     }

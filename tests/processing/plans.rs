@@ -106,7 +106,9 @@ async fn the_unrouted_lane_sends_what_no_configured_route_targets_and_nothing_el
     let app = app_routing_to(&routed.url).await;
     for id in ["evt_lane_routed", "evt_lane_former"] {
         let (headers, body) = signed_stripe_event(id);
-        assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
+        app.post("stripe", &refs(&headers), body)
+            .await
+            .assert_status(200);
     }
     assert_eq!(app.worker().try_execute().await.unwrap(), 2);
     // One was planned under a route since changed: its target is configured no more.

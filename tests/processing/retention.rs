@@ -263,7 +263,9 @@ async fn exactly_the_expired_days_are_dropped_and_a_day_with_work_left_is_kept()
 async fn a_host_whose_clock_is_far_from_the_databases_drops_nothing() {
     let app = TestApp::builder().start().await;
     let (headers, body) = signed_stripe_event("evt_skew");
-    assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
+    app.post("stripe", &refs(&headers), body)
+        .await
+        .assert_status(200);
     wait_until_converged(&app.db).await;
     // Forty days ahead: by its clock today's day has expired, by the database's it has not.
     let ahead = OffsetDateTime::now_utc() + time::Duration::days(40);
@@ -349,7 +351,9 @@ async fn purge_deletes_finished_events_before_a_moment_and_skips_unfinished_ones
     let app = TestApp::builder().start().await;
     for id in ["evt_purge_1", "evt_purge_2", "evt_purge_3"] {
         let (headers, body) = signed_stripe_event(id);
-        assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
+        app.post("stripe", &refs(&headers), body)
+            .await
+            .assert_status(200);
     }
     wait_until_converged(&app.db).await;
     execute(&app.db, "UPDATE webhook_inbox SET status = 'PENDING', next_attempt_at = now() + interval '1 year' WHERE provider_event_id = 'evt_purge_3'").await;

@@ -273,12 +273,7 @@ async fn a_set_that_cannot_sign_fails_the_attempt_naming_the_set_and_a_fix_sends
     );
     wait_for_downstream_versions(&app, &[]).await;
     post_event(&app, "evt_unsigned").await;
-    wait_until_count(
-        &app.db,
-        "SELECT count(*) FROM deliveries WHERE attempt_count >= 2",
-        1,
-    )
-    .await;
+    app.wait_count("deliveries", "attempt_count >= 2", 1).await;
     let (status, error): (String, String) =
         one_row(&app.db, "SELECT status, last_error FROM deliveries").await;
     assert_eq!(status, "PENDING", "retried, not failed for good");

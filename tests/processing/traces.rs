@@ -160,7 +160,9 @@ async fn spans_still_queued_are_exported_at_shutdown() {
         .start()
         .await;
     let (headers, body) = signed_stripe_event("evt_flushed");
-    assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
+    app.post("stripe", &refs(&headers), body)
+        .await
+        .assert_status(200);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(
         collector.spans().is_empty(),
@@ -178,7 +180,7 @@ async fn without_tracing_deliveries_carry_no_traceparent() {
     let (headers, body) = signed_stripe_event("evt_untraced");
     let mut headers = refs(&headers);
     headers.push(("traceparent", CLIENT_TRACEPARENT));
-    assert_eq!(app.post("stripe", &headers, body).await.status, 200);
+    app.post("stripe", &headers, body).await.assert_status(200);
     wait_until_converged(&app.db).await;
     let received = receiver.received();
     assert_eq!(received.len(), 1);

@@ -142,6 +142,10 @@ impl TestAppBuilder {
         self.admin_token = Some(token.to_owned());
         self
     }
+    /// Turns the admin API on with [`TEST_ADMIN_TOKEN`].
+    pub fn with_admin(self) -> Self {
+        self.admin_token(TEST_ADMIN_TOKEN)
+    }
     /// Replaces the secrets file's text.
     pub fn secrets_file(mut self, text: impl Into<String>) -> Self {
         self.secrets = text.into();
@@ -448,6 +452,12 @@ impl TestApp {
     /// The admin listener's `/metrics` text.
     pub async fn metrics(&self) -> String {
         get_text(&self.client, &format!("{}/metrics", self.admin)).await
+    }
+
+    /// Waits until `table` holds `n` rows where `condition` holds.
+    pub async fn wait_count(&self, table: &str, condition: &str, n: i64) {
+        let sql = format!("SELECT count(*) FROM {table} WHERE {condition}");
+        super::wait::wait_until_count(&self.db, &sql, n).await;
     }
 
     /// The rows in `table`.

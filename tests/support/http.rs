@@ -87,6 +87,12 @@ impl Answer {
         );
     }
 
+    /// Asserts the status alone, showing the whole answer when it differs.
+    #[track_caller]
+    pub fn assert_status(&self, status: u16) {
+        assert_eq!(self.status, status, "{self:?}");
+    }
+
     /// Asserts `200 accepted`.
     #[track_caller]
     pub fn assert_accepted(&self, context: impl std::fmt::Display) {

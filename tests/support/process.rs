@@ -45,6 +45,16 @@ pub fn run_wharf_in(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
         .expect("wharf runs")
 }
 
+/// Asserts that a command ran to success, showing `what` and its stderr otherwise.
+#[track_caller]
+pub fn assert_ran(output: &Output, what: &str) {
+    assert!(
+        output.status.success(),
+        "{what}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
 /// `wharf serve` on `config`, which must refuse to start (no database in its environment):
 /// its stderr.
 pub async fn refused_to_serve(config: &Path) -> String {
