@@ -172,10 +172,7 @@ async fn past_capacity_a_request_is_refused_before_its_signature_is_checked() {
         assert_eq!(answer.status, 200, "{answer:?}");
     }
     // Capacity is back: the next request is admitted and verified as usual.
-    let (headers, body) = signed_stripe_event("evt_after");
-    app.post("stripe", &refs(&headers), body)
-        .await
-        .assert_status(200);
+    app.post_stripe("evt_after").await.assert_status(200);
     assert_eq!(app.count("webhook_inbox").await, 3);
     let text = app.metrics().await;
     assert!(

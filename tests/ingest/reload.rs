@@ -377,10 +377,7 @@ async fn a_file_refused_at_start_serves_once_fixed_and_a_second_file_cannot_take
             .contains("adapter name \"stripe\" is already served by stripe.wasm"),
         "{refused}"
     );
-    let (headers, body) = signed_stripe_event("evt_after_copy");
-    app.post("stripe", &refs(&headers), body)
-        .await
-        .assert_status(200);
+    app.post_stripe("evt_after_copy").await.assert_status(200);
 
     // A file that was not a component at start is refused, and serves once it is fixed.
     let refused = wait("github.wasm", "refused").await;
@@ -614,8 +611,7 @@ async fn a_fixture_read_through_a_symlink_refuses_its_adapter_and_leaks_nothing(
             .contains("body: is a symlink"),
         "{stripe}"
     );
-    let (headers, body) = signed_stripe_event("evt_linked");
-    let answer = app.post("stripe", &refs(&headers), body).await;
+    let answer = app.post_stripe("evt_linked").await;
     answer.assert_is(503, "adapter_unavailable", "");
 
     // On reload: a new adapter whose fixtures do the same is refused too.

@@ -39,8 +39,7 @@ async fn wait_for_world(app: &TestApp, file: &str, sha256: &str, world: &str) {
 }
 
 async fn accepts_stripe(app: &TestApp, id: &str) {
-    let (headers, body) = signed_stripe_event(id);
-    let answer = app.post("stripe", &refs(&headers), body).await;
+    let answer = app.post_stripe(id).await;
     answer.assert_accepted("");
     // Verification still means what it did: a changed body is refused.
     let (headers, body) = signed_stripe_event(&format!("{id}-tampered"));

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use wharf::processing::{DeliveryRelay, Lane, Reconciler, Worker};
 
-use crate::support::{app::*, database::*, http::*, receiver::*, signing::*};
+use crate::support::{app::*, database::*, receiver::*};
 
 /// The value of the series whose line starts with `series` (labels included), if present.
 fn value(metrics: &str, series: &str) -> Option<f64> {
@@ -30,19 +30,10 @@ async fn alerting_metrics_count_what_happened() {
         .await;
     let processing = app.processing();
 
-    let (headers, body) = signed_stripe_event("evt_delivered");
-    app.post("stripe", &refs(&headers), body)
-        .await
-        .assert_status(200);
+    app.post_stripe("evt_delivered").await.assert_status(200);
     // An event whose payload is gone ends FAILED.
-    let (headers, body) = signed_stripe_event("evt_lost");
-    app.post("stripe", &refs(&headers), body)
-        .await
-        .assert_status(200);
-    let (headers, body) = signed_stripe_event("evt_delivered");
-    app.post("stripe", &refs(&headers), body)
-        .await
-        .assert_status(200);
+    app.post_stripe("evt_lost").await.assert_status(200);
+    app.post_stripe("evt_delivered").await.assert_status(200);
     execute(
         &app.db,
         "DELETE FROM webhook_payloads WHERE payload_ref =

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use uuid::Uuid;
 use wharf::processing::{DeliveryRelay, Lane, Worker};
 
-use crate::support::{app::*, database::*, http::*, receiver::*, signing::*, wait::*};
+use crate::support::{app::*, database::*, receiver::*, wait::*};
 
 async fn delivery(db: &sqlx::PgPool) -> (String, i32, bool) {
     one_row(
@@ -26,8 +26,7 @@ async fn a_relay_holding_a_claim_from_before_a_resend_marks_nothing() {
         .append_toml(&http_route_toml(&receiver.url, "timeout_ms = 30000"))
         .start()
         .await;
-    let (headers, body) = signed_stripe_event("evt_claim_resend");
-    let answer = app.post("stripe", &refs(&headers), body).await;
+    let answer = app.post_stripe("evt_claim_resend").await;
     assert_eq!(answer.status, 200);
     let inbox_id: Uuid = answer.json["inbox_id"].as_str().unwrap().parse().unwrap();
     assert_eq!(app.work_once().await, 1);
@@ -108,8 +107,7 @@ async fn a_worker_holding_a_claim_from_before_a_replay_changes_nothing() {
     let app = TestApp::builder().workers(0).start().await;
     let mut ids = Vec::new();
     for id in ["evt_claim_a", "evt_claim_b"] {
-        let (headers, body) = signed_stripe_event(id);
-        let answer = app.post("stripe", &refs(&headers), body).await;
+        let answer = app.post_stripe(id).await;
         assert_eq!(answer.status, 200);
         ids.push(
             answer.json["inbox_id"]

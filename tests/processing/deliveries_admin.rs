@@ -47,8 +47,7 @@ fn route(endpoint: &str, url: &str, extra: &str) -> String {
 }
 
 async fn post_stripe(app: &TestApp, id: &str) -> String {
-    let (headers, body) = signed_stripe_event(id);
-    let answer = app.post("stripe", &refs(&headers), body).await;
+    let answer = app.post_stripe(id).await;
     assert_eq!(answer.status, 200, "{answer:?}");
     answer.json["inbox_id"].as_str().unwrap().to_owned()
 }

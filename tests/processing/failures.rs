@@ -19,10 +19,7 @@ async fn a_downstream_answering_500_then_200_gets_the_event_twice_with_one_key()
         "",
     )
     .await;
-    let (headers, body) = signed_stripe_event("evt_500_then_200");
-    app.post("stripe", &refs(&headers), body)
-        .await
-        .assert_status(200);
+    app.post_stripe("evt_500_then_200").await.assert_status(200);
     wait_until_converged(&app.db).await;
     let (attempts, error): (i32, Option<String>) =
         one_row(&app.db, "SELECT attempt_count, last_error FROM deliveries").await;
@@ -41,10 +38,7 @@ async fn a_downstream_that_never_answers_in_time_ends_failed() {
         "timeout_ms = 200\nmax_attempts = 3",
     )
     .await;
-    let (headers, body) = signed_stripe_event("evt_timeout");
-    app.post("stripe", &refs(&headers), body)
-        .await
-        .assert_status(200);
+    app.post_stripe("evt_timeout").await.assert_status(200);
     app.wait_count("deliveries", "status = 'FAILED'", 1).await;
     let (attempts, error): (i32, String) =
         one_row(&app.db, "SELECT attempt_count, last_error FROM deliveries").await;
@@ -187,8 +181,7 @@ async fn a_target_that_never_answers_does_not_hold_up_the_others() {
     // More events than one relay sends at once.
     const EVENTS: usize = 60;
     for n in 0..EVENTS {
-        let (headers, body) = signed_stripe_event(&format!("evt_lanes_{n}"));
-        app.post("stripe", &refs(&headers), body)
+        app.post_stripe(&format!("evt_lanes_{n}"))
             .await
             .assert_status(200);
     }
@@ -224,8 +217,7 @@ async fn redirects_are_failed_attempts_and_never_followed() {
         receivers.push(receiver);
     }
     let app = app.start().await;
-    let (headers, body) = signed_stripe_event("evt_redirected");
-    let answer = app.post("stripe", &refs(&headers), body).await;
+    let answer = app.post_stripe("evt_redirected").await;
     assert_eq!(answer.status, 200);
     wait_until_count(
         &app.db,

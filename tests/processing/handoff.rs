@@ -10,11 +10,10 @@ use bytes::Bytes;
 use wharf::ingest::{CommitSettings, Handoff, NewEvent, Store, Submission};
 use wharf::support::metrics::Metrics;
 
-use crate::support::{app::*, database::*, http::*, signing::*, wait::*};
+use crate::support::{app::*, database::*, wait::*};
 
 async fn post(app: &TestApp, id: &str) {
-    let (headers, body) = signed_stripe_event(id);
-    let answer = app.post("stripe", &refs(&headers), body).await;
+    let answer = app.post_stripe(id).await;
     assert_eq!(answer.status, 200, "{:?}", answer.json);
 }
 

@@ -4,16 +4,14 @@
 
 use wharf::processing::{DeliveryRelay, Lane};
 
-use crate::support::{app::*, database::*, http::*, nats::*, receiver::*, signing::*};
+use crate::support::{app::*, database::*, nats::*, receiver::*};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deliveries_whose_headers_cannot_be_built_fail_without_a_panic() {
     let scope = NatsScope::new();
     let subject = format!("{}.deliveries", scope.prefix.trim_end_matches(".accepted"));
     let receiver = Receiver::start(Behaviour::ok()).await;
-    let nats_route = format!(
-        "[[route]]\nendpoint = \"*\"\nevents = [\"*\"]\nsink = \"nats\"\nsubject = \"{subject}\"\n"
-    );
+    let nats_route = nats_route_toml("*", r#""*""#, &subject);
     let app = TestApp::builder()
         .workers(0)
         .append_toml(&scope.toml())
@@ -21,8 +19,7 @@ async fn deliveries_whose_headers_cannot_be_built_fail_without_a_panic() {
         .append_toml(&nats_route)
         .start()
         .await;
-    let (headers, body) = signed_stripe_event("evt_crlf");
-    let answer = app.post("stripe", &refs(&headers), body).await;
+    let answer = app.post_stripe("evt_crlf").await;
     assert_eq!(answer.status, 200);
     let inbox_id: uuid::Uuid = answer.json["inbox_id"].as_str().unwrap().parse().unwrap();
     // As an earlier version could have stored it.

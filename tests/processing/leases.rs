@@ -2,17 +2,14 @@
 
 use std::time::Duration;
 
-use crate::support::{app::*, database::*, http::*, signing::*};
+use crate::support::{app::*, database::*};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_lease_is_claimed_again_and_a_live_one_is_not() {
     // No workers in the server: the test drives one step at a time.
     let app = TestApp::builder().workers(0).start().await;
     for id in ["evt_lease_expired", "evt_lease_live"] {
-        let (headers, body) = signed_stripe_event(id);
-        app.post("stripe", &refs(&headers), body)
-            .await
-            .assert_status(200);
+        app.post_stripe(id).await.assert_status(200);
     }
     // Both claimed by a worker that then died: one lease is over, the other runs 3 s more.
     execute(

@@ -9,9 +9,7 @@ async fn nats_deliveries_carry_the_inbox_id_and_are_deduplicated() {
     let (subject, stream_name) = scope.deliveries_stream().await;
     let js = NatsScope::jetstream().await;
 
-    let route = format!(
-        "[[route]]\nendpoint = \"*\"\nevents = [\"payment_intent.*\"]\nsink = \"nats\"\nsubject = \"{subject}\"\n"
-    );
+    let route = nats_route_toml("*", r#""payment_intent.*""#, &subject);
     let app = TestApp::builder()
         .workers(2)
         .append_toml(&scope.toml())

@@ -22,10 +22,7 @@ async fn without_nats_the_notice_is_committed_published_and_the_relay_has_nothin
     // No workers or relays in the server: the test drives the relay.
     let app = TestApp::builder().workers(0).start().await;
     for id in ["evt_notice_1", "evt_notice_2", "evt_notice_1"] {
-        let (headers, body) = signed_stripe_event(id);
-        app.post("stripe", &refs(&headers), body)
-            .await
-            .assert_status(200);
+        app.post_stripe(id).await.assert_status(200);
     }
     assert_eq!(
         notices(&app).await,

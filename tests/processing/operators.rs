@@ -4,16 +4,13 @@
 
 use wharf::processing::Reconciler;
 
-use crate::support::{database::*, http::*, receiver::*, signing::*, wait::*};
+use crate::support::{database::*, receiver::*, wait::*};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_reconciler_requeues_events_missing_processing_or_deliveries() {
     let (receiver, app) = start_app_delivering_to(Behaviour::ok(), "").await;
     for id in ["evt_rec_1", "evt_rec_2"] {
-        let (headers, body) = signed_stripe_event(id);
-        app.post("stripe", &refs(&headers), body)
-            .await
-            .assert_status(200);
+        app.post_stripe(id).await.assert_status(200);
     }
     wait_until_converged(&app.db).await;
     assert_eq!(receiver.received().len(), 2);
@@ -85,10 +82,7 @@ async fn the_oldest_pending_gauge_follows_the_backlog_between_reconciler_passes(
         .workers(0)
         .start()
         .await;
-    let (headers, body) = signed_stripe_event("evt_gauge");
-    app.post("stripe", &refs(&headers), body)
-        .await
-        .assert_status(200);
+    app.post_stripe("evt_gauge").await.assert_status(200);
     let config = wharf::config::Config::load(&app.config.config_path).unwrap();
     let host = wharf::server::ProcessingHost::start(config, 0, None)
         .await

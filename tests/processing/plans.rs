@@ -7,7 +7,7 @@
 
 use wharf::processing::{DeliveryRelay, Lane};
 
-use crate::support::{app::*, database::*, http::*, receiver::*, signing::*};
+use crate::support::{app::*, database::*, receiver::*};
 
 const EVENTS: i64 = 800;
 const BATCH: i64 = 32;
@@ -16,8 +16,7 @@ const BATCH: i64 = 32;
 async fn accept_events(app: &TestApp, prefix: &str) {
     for chunk in (0..EVENTS).collect::<Vec<_>>().chunks(16) {
         futures::future::join_all(chunk.iter().map(|i| async move {
-            let (headers, body) = signed_stripe_event(&format!("{prefix}_{i}"));
-            let answer = app.post("stripe", &refs(&headers), body).await;
+            let answer = app.post_stripe(&format!("{prefix}_{i}")).await;
             assert_eq!(answer.status, 200, "{:?}", answer.json);
         }))
         .await;
@@ -105,10 +104,7 @@ async fn the_unrouted_lane_sends_what_no_configured_route_targets_and_nothing_el
     let former = Receiver::start(Behaviour::ok()).await;
     let app = app_routing_to(&routed.url).await;
     for id in ["evt_lane_routed", "evt_lane_former"] {
-        let (headers, body) = signed_stripe_event(id);
-        app.post("stripe", &refs(&headers), body)
-            .await
-            .assert_status(200);
+        app.post_stripe(id).await.assert_status(200);
     }
     assert_eq!(app.worker().try_execute().await.unwrap(), 2);
     // One was planned under a route since changed: its target is configured no more.

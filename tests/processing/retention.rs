@@ -262,10 +262,7 @@ async fn exactly_the_expired_days_are_dropped_and_a_day_with_work_left_is_kept()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_whose_clock_is_far_from_the_databases_drops_nothing() {
     let app = TestApp::builder().start().await;
-    let (headers, body) = signed_stripe_event("evt_skew");
-    app.post("stripe", &refs(&headers), body)
-        .await
-        .assert_status(200);
+    app.post_stripe("evt_skew").await.assert_status(200);
     wait_until_converged(&app.db).await;
     // Forty days ahead: by its clock today's day has expired, by the database's it has not.
     let ahead = OffsetDateTime::now_utc() + time::Duration::days(40);
@@ -350,10 +347,7 @@ async fn a_copy_is_a_duplicate_across_midnight_and_new_after_the_redelivery_wind
 async fn purge_deletes_finished_events_before_a_moment_and_skips_unfinished_ones() {
     let app = TestApp::builder().start().await;
     for id in ["evt_purge_1", "evt_purge_2", "evt_purge_3"] {
-        let (headers, body) = signed_stripe_event(id);
-        app.post("stripe", &refs(&headers), body)
-            .await
-            .assert_status(200);
+        app.post_stripe(id).await.assert_status(200);
     }
     wait_until_converged(&app.db).await;
     execute(&app.db, "UPDATE webhook_inbox SET status = 'PENDING', next_attempt_at = now() + interval '1 year' WHERE provider_event_id = 'evt_purge_3'").await;
@@ -469,8 +463,7 @@ async fn an_event_accepted_before_partitioning_is_processed_and_deduplicated_aft
     );
     wait_until_converged(&app.db).await;
     assert_eq!(rows_of(&app.db, &["evt_before_upgrade"]).await, (1, 1));
-    let (headers, body) = signed_stripe_event("evt_before_upgrade");
-    let copy = app.post("stripe", &refs(&headers), body).await;
+    let copy = app.post_stripe("evt_before_upgrade").await;
     assert_eq!(copy.code(), "duplicate");
     assert_eq!(copy.json["inbox_id"], inbox_id.to_string());
     assert_eq!(

@@ -34,9 +34,7 @@ async fn one_trace_runs_from_the_request_through_processing_to_each_delivery() {
     let scope = NatsScope::new();
     let (subject, stream_name) = scope.deliveries_stream().await;
     let js = NatsScope::jetstream().await;
-    let nats_route = format!(
-        "[[route]]\nendpoint = \"stripe\"\nevents = [\"*\"]\nsink = \"nats\"\nsubject = \"{subject}\"\n"
-    );
+    let nats_route = nats_route_toml("stripe", r#""*""#, &subject);
     let app = TestApp::builder()
         .workers(2)
         .append_toml(&scope.toml())
@@ -159,10 +157,7 @@ async fn spans_still_queued_are_exported_at_shutdown() {
         )
         .start()
         .await;
-    let (headers, body) = signed_stripe_event("evt_flushed");
-    app.post("stripe", &refs(&headers), body)
-        .await
-        .assert_status(200);
+    app.post_stripe("evt_flushed").await.assert_status(200);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(
         collector.spans().is_empty(),
