@@ -165,13 +165,7 @@ async fn past_the_body_budget_requests_get_503_overloaded_before_their_body_is_r
     let body = b"{\"zen\":\"ok\"}".to_vec();
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
-        let answer = app
-            .post(
-                "github",
-                &refs(&signed_github_headers(&body, "after")),
-                body.clone(),
-            )
-            .await;
+        let answer = app.post_github(body.clone(), "after").await;
         if answer.status == 200 {
             break;
         }

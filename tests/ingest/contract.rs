@@ -35,8 +35,7 @@ fn dotted(ts: i64, body: &[u8]) -> Vec<u8> {
 
 async fn start_evil() -> TestApp {
     TestApp::builder()
-        .add_adapter("testing/test-misbehave.wasm")
-        .add_endpoints(EVIL)
+        .add_adapter_for("testing/test-misbehave.wasm", EVIL)
         .start()
         .await
 }
@@ -161,8 +160,7 @@ async fn ids_and_types_with_control_characters_are_malformed_after_verification(
 #[tokio::test]
 async fn an_adapter_that_echoes_the_request_puts_none_of_it_in_the_log() {
     let written = TestApp::builder()
-        .add_adapter("testing/test-misbehave.wasm")
-        .add_endpoints(EVIL)
+        .add_adapter_for("testing/test-misbehave.wasm", EVIL)
         .write_config()
         .await;
     let log = written.dir.path().join("wharf.log");
@@ -209,11 +207,10 @@ async fn an_adapter_that_echoes_the_request_puts_none_of_it_in_the_log() {
 async fn a_contract_breach_fails_fixtures_check_and_reload_whatever_the_fixture_expects() {
     let written = TestApp::builder()
         .with_admin()
-        .add_adapter("testing/test-misbehave.wasm")
-        .add_endpoints(EVIL)
+        .add_adapter_for("testing/test-misbehave.wasm", EVIL)
         .write_config()
         .await;
-    let adapters = written.dir.path().join("adapters");
+    let adapters = written.adapters_dir();
     let case = adapters.join("test-misbehave.fixtures/literal-only");
     std::fs::create_dir_all(&case).unwrap();
     let ts = 1_764_480_000;
@@ -285,8 +282,7 @@ async fn a_contract_breach_fails_fixtures_check_and_reload_whatever_the_fixture_
 #[tokio::test]
 async fn wit_0_2_forms_are_held_to_their_declarations() {
     let app = TestApp::builder()
-        .add_adapter("testing/test-misbehave.wasm")
-        .add_endpoints(EVIL)
+        .add_adapter_for("testing/test-misbehave.wasm", EVIL)
         .add_endpoints(
             "[[endpoint]]\nid = \"evil-url\"\nadapter = \"test-misbehave\"\nsecret = \"github\"\npublic_url = \"https://hooks.example.com/in\"\n",
         )

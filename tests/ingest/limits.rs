@@ -20,19 +20,11 @@ async fn body_at_the_limit_is_accepted_one_byte_over_is_413() {
         .start()
         .await;
     let at = github_body(limit);
-    let answer = app
-        .post("github", &refs(&signed_github_headers(&at, "at-limit")), at)
-        .await;
+    let answer = app.post_github(at, "at-limit").await;
     answer.assert_accepted("");
 
     let over = github_body(limit + 1);
-    let answer = app
-        .post(
-            "github",
-            &refs(&signed_github_headers(&over, "over-limit")),
-            over,
-        )
-        .await;
+    let answer = app.post_github(over, "over-limit").await;
     answer.assert_is(413, "payload_too_large", "");
 
     // Chunked (no Content-Length): refused while streaming.

@@ -5,11 +5,10 @@ use crate::support::{app::*, http::*, process::*, signing::*};
 
 #[tokio::test]
 async fn request_lines_carry_outcomes_and_never_secrets_signatures_or_bodies() {
-    let written = TestApp::builder()
-        .add_adapter("testing/test-misbehave.wasm")
-        .add_endpoints(
-            "\n[[endpoint]]\nid = \"evil\"\nadapter = \"test-misbehave\"\nsecret = \"github\"\n",
-        );
+    let written = TestApp::builder().add_adapter_for(
+        "testing/test-misbehave.wasm",
+        "\n[[endpoint]]\nid = \"evil\"\nadapter = \"test-misbehave\"\nsecret = \"github\"\n",
+    );
     let written = written.write_config().await;
     let log = written.dir.path().join("wharf.log");
     let server = ServeProcess::start(&written.config_path, Some(&log)).await;

@@ -14,12 +14,7 @@ use crate::support::{app::*, http::*, process::*, signing::*};
 
 async fn post_github(app: &TestApp, delivery: &str) -> Answer {
     let body = format!("{{\"delivery\":\"{delivery}\"}}").into_bytes();
-    app.post(
-        "github",
-        &refs(&signed_github_headers(&body, delivery)),
-        body,
-    )
-    .await
+    app.post_github(body, delivery).await
 }
 
 fn retry_after(answer: &Answer) -> u64 {

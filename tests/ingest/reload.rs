@@ -102,11 +102,10 @@ async fn send(client: &reqwest::Client, base: &str, delivery: &str) -> Answer {
 async fn ten_swaps_under_load_never_fail_a_request_and_never_serve_a_bad_file() {
     let written = TestApp::builder()
         .with_admin()
-        .add_adapter("testing/test-reload.wasm")
-        .add_endpoints(ENDPOINT)
+        .add_adapter_for("testing/test-reload.wasm", ENDPOINT)
         .write_config()
         .await;
-    let adapters = written.dir.path().join("adapters");
+    let adapters = written.adapters_dir();
     copy_tree(
         &adapter_file("testing/test-reload.fixtures"),
         &adapters.join("test-reload.fixtures"),
@@ -328,7 +327,7 @@ fn check_log(log: &Path, markers: &[(String, &str)]) {
 #[tokio::test]
 async fn a_file_refused_at_start_serves_once_fixed_and_a_second_file_cannot_take_a_name() {
     let written = TestApp::builder().with_admin().write_config().await;
-    let adapters = written.dir.path().join("adapters");
+    let adapters = written.adapters_dir();
     let github = adapters.join("github.wasm");
     std::fs::write(&github, b"not wasm at all").unwrap();
     let app = written.start().await;
@@ -383,13 +382,7 @@ async fn a_file_refused_at_start_serves_once_fixed_and_a_second_file_cannot_take
     let refused = wait("github.wasm", "refused").await;
     assert!(refused["version"].is_null(), "{refused}");
     let body = b"{}".to_vec();
-    let answer = app
-        .post(
-            "github",
-            &refs(&signed_github_headers(&body, "gh-refused")),
-            body.clone(),
-        )
-        .await;
+    let answer = app.post_github(body.clone(), "gh-refused").await;
     answer.assert_is(
         503,
         "adapter_unavailable",
@@ -401,13 +394,7 @@ async fn a_file_refused_at_start_serves_once_fixed_and_a_second_file_cannot_take
     );
     let serving = wait("github.wasm", "serving").await;
     assert!(serving["last_error"].is_null(), "{serving}");
-    let answer = app
-        .post(
-            "github",
-            &refs(&signed_github_headers(&body, "gh-fixed")),
-            body,
-        )
-        .await;
+    let answer = app.post_github(body, "gh-fixed").await;
     assert_eq!(answer.status, 200, "{answer:?}");
 }
 
@@ -493,7 +480,7 @@ async fn duplicate_names_serve_the_first_file_in_name_order_at_start_and_on_relo
         .add_endpoints(ENDPOINT)
         .write_config()
         .await;
-    let adapters = written.dir.path().join("adapters");
+    let adapters = written.adapters_dir();
     std::fs::write(adapters.join("a-reload.wasm"), patched("reload-v01")).unwrap();
     std::fs::write(adapters.join("b-reload.wasm"), patched("reload-t02")).unwrap();
     let app = written.start().await;
@@ -592,7 +579,7 @@ async fn a_fixture_read_through_a_symlink_refuses_its_adapter_and_leaks_nothing(
         .add_endpoints(ENDPOINT)
         .write_config()
         .await;
-    let adapters = written.dir.path().join("adapters");
+    let adapters = written.adapters_dir();
     let secrets = written.secrets_path.clone();
     // At start: stripe's fixtures point a body at the secrets file.
     fixtures_with_linked_body(

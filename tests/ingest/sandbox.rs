@@ -34,8 +34,7 @@ async fn misbehave(app: &TestApp, mode: &str) -> Answer {
 async fn looping_allocating_trapping_recursing_and_bloated_adapters_are_503_and_the_host_stays_up()
 {
     let app = TestApp::builder()
-        .add_adapter("testing/test-misbehave.wasm")
-        .add_endpoints(ENDPOINTS)
+        .add_adapter_for("testing/test-misbehave.wasm", ENDPOINTS)
         .start()
         .await;
     for (round, mode) in MODES.iter().chain(&["missing"]).chain(&MODES).enumerate() {
@@ -97,8 +96,7 @@ async fn looping_allocating_trapping_recursing_and_bloated_adapters_are_503_and_
 #[tokio::test]
 async fn an_instance_serves_one_request_only() {
     let app = TestApp::builder()
-        .add_adapter("testing/test-misbehave.wasm")
-        .add_endpoints(ENDPOINTS)
+        .add_adapter_for("testing/test-misbehave.wasm", ENDPOINTS)
         .start()
         .await;
     let ts = now();

@@ -115,7 +115,7 @@ async fn a_new_adapter_builds_passes_its_fixtures_and_serves_after_a_hot_reload(
     let answer = app.post("demo", &headers, body.clone()).await;
     answer.assert_is(503, "adapter_unavailable", "");
 
-    let adapters = app.config.dir.path().join("adapters");
+    let adapters = app.config.adapters_dir();
     copy_tree(
         &checkout.path().join("adapters/demo/fixtures"),
         &adapters.join("demo.fixtures"),

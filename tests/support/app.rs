@@ -185,6 +185,10 @@ impl TestAppBuilder {
         self.tail.push_str(&toml.into());
         self
     }
+    /// One more adapter component from `adapters/dist`, and the endpoints (TOML) that use it.
+    pub fn add_adapter_for(self, rel: &'static str, endpoints: impl Into<String>) -> Self {
+        self.add_adapter(rel).add_endpoints(endpoints)
+    }
     /// One more adapter component from `adapters/dist`.
     pub fn add_adapter(mut self, rel: &'static str) -> Self {
         self.adapters.push(rel);
@@ -339,6 +343,11 @@ impl WrittenConfig {
         }
     }
 
+    /// The folder the server loads adapters from.
+    pub fn adapters_dir(&self) -> PathBuf {
+        self.dir.path().join("adapters")
+    }
+
     /// Adds lines to the written config's `[server]` table (before `[server.tls]`).
     pub fn append_server_toml(self, lines: &str) -> Self {
         let text = std::fs::read_to_string(&self.config_path).unwrap();
@@ -416,6 +425,13 @@ impl TestApp {
     /// POSTs a Stripe event freshly signed with the current secret to `stripe`.
     pub async fn post_stripe(&self, id: &str) -> Answer {
         self.post_stripe_to("stripe", id).await
+    }
+
+    /// POSTs `body` to `github` as GitHub signs it (delivery id `delivery`).
+    pub async fn post_github(&self, body: impl Into<Vec<u8>>, delivery: &str) -> Answer {
+        let body = body.into();
+        let headers = super::signing::signed_github_headers(&body, delivery);
+        self.post("github", &refs(&headers), body).await
     }
 
     /// POSTs a signed Stripe event, asserts it was answered 200, and gives its inbox id.
