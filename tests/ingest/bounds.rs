@@ -9,7 +9,7 @@ use tokio::net::TcpStream;
 use wharf::config::Config;
 use wharf::{Server, ServerOptions};
 
-use crate::support::{app::*, http::*, process::*, signing::*};
+use crate::support::{app::*, http::*, process::*};
 
 /// A GitHub request head declaring `len` body bytes (the signature is never checked: these
 /// bodies never arrive whole).

@@ -10,7 +10,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use wharf::config::Config;
 
-use crate::support::{app::*, http::*, process::*, signing::*};
+use crate::support::{app::*, http::*, process::*};
 
 async fn post_github(app: &TestApp, delivery: &str) -> Answer {
     let body = format!("{{\"delivery\":\"{delivery}\"}}").into_bytes();

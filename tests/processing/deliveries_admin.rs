@@ -225,11 +225,7 @@ async fn lists_filter_by_status_target_endpoint_and_time_and_say_what_a_limit_le
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replayed_delivery_is_sent_again_with_the_same_idempotency_key() {
-    let receiver = Receiver::start(Behaviour {
-        script: [(500, Duration::ZERO)].into(),
-        then: (200, Duration::ZERO),
-    })
-    .await;
+    let receiver = Receiver::start(Behaviour::fails_once()).await;
     let app = TestApp::builder()
         .workers(2)
         .append_toml(&route("stripe", &receiver.url, "max_attempts = 1"))
@@ -346,11 +342,7 @@ async fn assert_refused(response: reqwest::Response) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_admin_api_answers_only_with_the_token() {
-    let receiver = Receiver::start(Behaviour {
-        script: [(500, Duration::ZERO)].into(),
-        then: (200, Duration::ZERO),
-    })
-    .await;
+    let receiver = Receiver::start(Behaviour::fails_once()).await;
     let app = TestApp::builder()
         .with_admin()
         .workers(2)

@@ -11,14 +11,7 @@ use crate::support::{app::*, database::*, http::*, receiver::*, signing::*, wait
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_downstream_answering_500_then_200_gets_the_event_twice_with_one_key() {
-    let (receiver, app) = start_app_delivering_to(
-        Behaviour {
-            script: [(500, Duration::ZERO)].into(),
-            then: (200, Duration::ZERO),
-        },
-        "",
-    )
-    .await;
+    let (receiver, app) = start_app_delivering_to(Behaviour::fails_once(), "").await;
     app.post_stripe("evt_500_then_200").await.assert_status(200);
     wait_until_converged(&app.db).await;
     let (attempts, error): (i32, Option<String>) =

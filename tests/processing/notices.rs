@@ -4,7 +4,7 @@
 
 use wharf::processing::OutboxRelay;
 
-use crate::support::{app::*, database::*, http::*, nats::*, signing::*};
+use crate::support::{app::*, database::*, nats::*};
 
 /// (outbox rows, of which published at their event's `received_at`, still unpublished).
 async fn notices(app: &TestApp) -> (i64, i64, i64) {
@@ -45,11 +45,8 @@ async fn with_nats_the_notice_waits_for_the_relay_and_is_published_once() {
         .append_toml(&scope.toml())
         .start()
         .await;
-    let (headers, body) = signed_stripe_event("evt_notice_nats");
-    for _ in 0..2 {
-        app.post("stripe", &refs(&headers), body.clone())
-            .await
-            .assert_status(200);
+    for id in ["evt_notice_nats"; 2] {
+        app.post_stripe(id).await.assert_status(200);
     }
     app.wait_count("webhook_outbox", "published_at IS NOT NULL", 1)
         .await;

@@ -4,7 +4,6 @@
 //! route's fixed `headers`, rotation, retries, and what start refuses.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use standardwebhooks::Webhook;
 use wharf::adapter::KeyEncoding;
@@ -231,11 +230,7 @@ async fn a_routes_static_headers_arrive_with_the_delivery() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retried_delivery_keeps_its_webhook_id_equal_to_the_idempotency_key() {
-    let receiver = Receiver::start(Behaviour {
-        script: [(500, Duration::ZERO)].into(),
-        then: (200, Duration::ZERO),
-    })
-    .await;
+    let receiver = Receiver::start(Behaviour::fails_once()).await;
     let app = start_signed(
         &receiver,
         secrets_with_downstream(&[("2026-12", NEW, None)]),

@@ -34,12 +34,11 @@ async fn one_trace_runs_from_the_request_through_processing_to_each_delivery() {
     let scope = NatsScope::new();
     let (subject, stream_name) = scope.deliveries_stream().await;
     let js = NatsScope::jetstream().await;
-    let nats_route = nats_route_toml("stripe", r#""*""#, &subject);
     let app = TestApp::builder()
         .workers(2)
         .append_toml(&scope.toml())
         .append_toml(&http_route_toml(&receiver.url, ""))
-        .append_toml(&nats_route)
+        .append_toml(&nats_route_toml("stripe", r#""*""#, &subject))
         .append_toml(&collector.toml())
         .start()
         .await;

@@ -38,6 +38,14 @@ impl Behaviour {
             then: (200, Duration::ZERO),
         }
     }
+
+    /// 500 to the first request, then 200.
+    pub fn fails_once() -> Self {
+        Self {
+            script: [(500, Duration::ZERO)].into(),
+            ..Self::ok()
+        }
+    }
 }
 
 #[derive(Clone)]
