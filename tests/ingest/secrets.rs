@@ -33,21 +33,23 @@ fn signed_with(secret: &str, id: &str) -> (String, String) {
     (stripe_header(secret, now(), body.as_bytes()), body)
 }
 
+/// POSTs a Stripe event `id` signed with `secret` to the app's `stripe` endpoint.
+async fn send(app: &TestApp, secret: &str, id: &str) -> Answer {
+    post_signed(&app.client, &app.base, secret, id).await
+}
+
 #[tokio::test]
 async fn current_and_previous_versions_are_accepted_and_recorded() {
     let app = TestApp::builder().start().await;
-    let (header, body) = signed_with(STRIPE_SECRET, "evt_current");
-    app.post("stripe", &[("stripe-signature", &header)], body)
+    send(&app, STRIPE_SECRET, "evt_current")
         .await
         .assert_status(200);
     assert_eq!(matched_version(&app, "evt_current").await, "2026-11");
-    let (header, body) = signed_with(STRIPE_OLD_SECRET, "evt_previous");
-    app.post("stripe", &[("stripe-signature", &header)], body)
+    send(&app, STRIPE_OLD_SECRET, "evt_previous")
         .await
         .assert_status(200);
     assert_eq!(matched_version(&app, "evt_previous").await, "2026-10");
-    let (header, body) = signed_with("whsec_never_configured", "evt_unknown");
-    app.post("stripe", &[("stripe-signature", &header)], body)
+    send(&app, "whsec_never_configured", "evt_unknown")
         .await
         .assert_status(401);
 }
@@ -72,13 +74,9 @@ value = "{GITHUB_SECRET}"
 "#
     );
     let app = TestApp::builder().secrets_file(secrets).start().await;
-    let (header, body) = signed_with(STRIPE_OLD_SECRET, "evt_retired");
-    let answer = app
-        .post("stripe", &[("stripe-signature", &header)], body)
-        .await;
+    let answer = send(&app, STRIPE_OLD_SECRET, "evt_retired").await;
     answer.assert_is(401, "invalid_signature", "");
-    let (header, body) = signed_with(STRIPE_SECRET, "evt_new");
-    app.post("stripe", &[("stripe-signature", &header)], body)
+    send(&app, STRIPE_SECRET, "evt_new")
         .await
         .assert_status(200);
 
@@ -101,10 +99,7 @@ value = "{GITHUB_SECRET}"
 async fn rotation_by_editing_the_file_without_restart() {
     let app = TestApp::builder().start().await;
     let rotated = "whsec_rotated_2026_12";
-    let (header, body) = signed_with(rotated, "evt_rotated");
-    let answer = app
-        .post("stripe", &[("stripe-signature", &header)], body.clone())
-        .await;
+    let answer = send(&app, rotated, "evt_rotated").await;
     assert_eq!(answer.status, 401, "not yet trusted");
 
     // Rotate: the new secret first, the current one kept as previous. Written the way
@@ -118,18 +113,11 @@ async fn rotation_by_editing_the_file_without_restart() {
     let tmp = file.with_extension("tmp");
     std::fs::write(&tmp, text).unwrap();
     std::fs::rename(&tmp, file).unwrap();
-    let accepted = eventually(async || {
-        let (header, body) = signed_with(rotated, "evt_rotated");
-        app.post("stripe", &[("stripe-signature", &header)], body)
-            .await
-            .status
-            == 200
-    })
-    .await;
+    let accepted =
+        eventually(async || send(&app, rotated, "evt_rotated").await.status == 200).await;
     assert!(accepted, "the rotated secret is trusted without a restart");
     assert_eq!(matched_version(&app, "evt_rotated").await, "2026-12");
-    let (header, body) = signed_with(STRIPE_SECRET, "evt_previous_still_ok");
-    app.post("stripe", &[("stripe-signature", &header)], body)
+    send(&app, STRIPE_SECRET, "evt_previous_still_ok")
         .await
         .assert_status(200);
 
@@ -140,8 +128,7 @@ async fn rotation_by_editing_the_file_without_restart() {
     let text = format!("{}{}", &text[..cut], &text[end..]);
     std::fs::write(file, text).unwrap();
     let revoked = eventually(async || {
-        let (header, body) = signed_with(STRIPE_SECRET, "evt_after_revocation");
-        app.post("stripe", &[("stripe-signature", &header)], body)
+        send(&app, STRIPE_SECRET, "evt_after_revocation")
             .await
             .status
             == 401
@@ -162,10 +149,7 @@ async fn an_unreadable_secrets_file_fails_closed_until_fixed() {
     let mut probe = 0;
     let closed = eventually(async || {
         probe += 1;
-        let (header, body) = signed_with(STRIPE_SECRET, &format!("evt_probe_{probe}"));
-        let answer = app
-            .post("stripe", &[("stripe-signature", &header)], body)
-            .await;
+        let answer = send(&app, STRIPE_SECRET, &format!("evt_probe_{probe}")).await;
         answer.status == 503 && answer.code() == "secrets_unavailable"
     })
     .await;
@@ -173,10 +157,7 @@ async fn an_unreadable_secrets_file_fails_closed_until_fixed() {
     // While the file is broken, nothing is accepted.
     let before = app.count("webhook_inbox").await;
     for i in 0..5 {
-        let (header, body) = signed_with(STRIPE_SECRET, &format!("evt_closed_{i}"));
-        let answer = app
-            .post("stripe", &[("stripe-signature", &header)], body)
-            .await;
+        let answer = send(&app, STRIPE_SECRET, &format!("evt_closed_{i}")).await;
         answer.assert_is(503, "secrets_unavailable", "");
     }
     assert_eq!(app.count("webhook_inbox").await, before);
@@ -186,14 +167,8 @@ async fn an_unreadable_secrets_file_fails_closed_until_fixed() {
         "not ready while the secrets file is unreadable"
     );
     std::fs::write(&file, good).unwrap();
-    let open = eventually(async || {
-        let (header, body) = signed_with(STRIPE_SECRET, "evt_closed");
-        app.post("stripe", &[("stripe-signature", &header)], body)
-            .await
-            .status
-            == 200
-    })
-    .await;
+    let open =
+        eventually(async || send(&app, STRIPE_SECRET, "evt_closed").await.status == 200).await;
     assert!(open, "fixing the file restores service without a restart");
     assert_eq!(app.readiness().await, 200);
 }
@@ -209,17 +184,21 @@ fn with_old_stripe_retired() -> String {
     retired
 }
 
-async fn stripe_status(client: &reqwest::Client, base: &str, secret: &str, id: &str) -> u16 {
+/// POSTs a Stripe event `id` signed with `secret` to `stripe` at `base`.
+async fn post_signed(client: &reqwest::Client, base: &str, secret: &str, id: &str) -> Answer {
     let (header, body) = signed_with(secret, id);
     post(
         client,
         base,
         "stripe",
-        &[("stripe-signature", header.as_str())],
-        body.into_bytes(),
+        &[("stripe-signature", &header)],
+        body,
     )
     .await
-    .status
+}
+
+async fn stripe_status(client: &reqwest::Client, base: &str, secret: &str, id: &str) -> u16 {
+    post_signed(client, base, secret, id).await.status
 }
 
 /// Polls until a request signed with `secret` answers `status`, for at most 2.5 s (the old
