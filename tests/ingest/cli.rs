@@ -47,19 +47,17 @@ fn adapter_check_prints_the_description() {
 
 #[tokio::test]
 async fn invalid_configs_stop_at_start_with_a_reason() {
-    let written = TestApp::builder()
-        .endpoint("x", "stripe", "no-such-set", "")
-        .write_config()
-        .await;
-    let stderr = refused_to_serve(&written.config_path).await;
-    assert!(stderr.contains("no-such-set"), "{stderr}");
-
-    let written = TestApp::builder()
-        .endpoint("std", "stripe", "stripe", "")
-        .write_config()
-        .await;
-    let stderr = refused_to_serve(&written.config_path).await;
-    assert!(stderr.contains("used twice"), "{stderr}");
+    for (id, secret, message) in [
+        ("x", "no-such-set", "no-such-set"),
+        ("std", "stripe", "used twice"),
+    ] {
+        let builder = TestApp::builder().endpoint(id, "stripe", secret, "");
+        builder
+            .write_config()
+            .await
+            .assert_refused(&[message])
+            .await;
+    }
 }
 
 #[tokio::test]

@@ -10,7 +10,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use wharf::config::Config;
 
-use crate::support::{app::*, http::*, process::*};
+use crate::support::{app::*, http::*};
 
 async fn post_github(app: &TestApp, delivery: &str) -> Answer {
     let body = format!("{{\"delivery\":\"{delivery}\"}}").into_bytes();
@@ -261,11 +261,9 @@ async fn rate_limits_out_of_range_or_for_an_unused_adapter_refuse_start_naming_t
         )
         .write_config()
         .await;
-    let stderr = refused_to_serve(&written.config_path).await;
-    assert!(
-        stderr.contains(
-            "provider \"github\": rate_limit.burst = 0 is out of range: allowed 1..=1000000"
-        ),
-        "{stderr}"
-    );
+    written
+        .assert_refused(&[
+            "provider \"github\": rate_limit.burst = 0 is out of range: allowed 1..=1000000",
+        ])
+        .await;
 }

@@ -430,25 +430,21 @@ async fn without_tls_or_plain_http_and_with_both_the_receiver_refuses_to_start()
         text.replace("plain_http = true\n", ""),
     )
     .unwrap();
-    let stderr = refused_to_serve(&written.config_path).await;
-    assert!(
-        stderr.contains("add [server.tls] with cert_file and key_file")
-            && stderr.contains("set plain_http = true"),
-        "{stderr}"
-    );
+    written
+        .assert_refused(&[
+            "add [server.tls] with cert_file and key_file",
+            "set plain_http = true",
+        ])
+        .await;
 
     let ca = TestCa::new();
     let files = PairFiles::new(&ca.leaf("first", 30));
     let both = TestApp::builder()
         .tls(&files.cert, &files.key)
-        .write_config()
-        .await
-        .append_server_toml("plain_http = true");
-    let stderr = refused_to_serve(&both.config_path).await;
-    assert!(
-        stderr.contains("both [server.tls] and plain_http = true are set"),
-        "{stderr}"
-    );
+        .server_toml("plain_http = true");
+    let both = both.write_config().await;
+    both.assert_refused(&["both [server.tls] and plain_http = true are set"])
+        .await;
 }
 
 #[tokio::test]

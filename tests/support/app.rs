@@ -343,6 +343,14 @@ impl WrittenConfig {
         }
     }
 
+    /// Asserts that `wharf serve` refuses this config with each of `messages` on stderr.
+    pub async fn assert_refused(&self, messages: &[&str]) {
+        let stderr = super::process::refused_to_serve(&self.config_path).await;
+        for message in messages {
+            assert!(stderr.contains(message), "{message}: {stderr}");
+        }
+    }
+
     /// The folder the server loads adapters from.
     pub fn adapters_dir(&self) -> PathBuf {
         self.dir.path().join("adapters")
