@@ -9,6 +9,12 @@ use std::collections::HashMap;
 /// One writer that waits 100 ms for companions: requests sent together share a transaction.
 const ONE_SLOW_WRITER: &str = "accept_writers = 1\naccept_batch_wait_us = 100000\n";
 
+/// An app with one writer that gathers for 100 ms: requests sent together share a batch.
+async fn one_slow_writer() -> TestApp {
+    let builder = TestApp::builder().append_database_toml(ONE_SLOW_WRITER);
+    builder.start().await
+}
+
 /// Sends a freshly signed Stripe event with this id, without waiting for its answer.
 fn post_later(app: &TestApp, id: &str) -> tokio::task::JoinHandle<Answer> {
     let (headers, body) = signed_stripe_event(id);
@@ -30,10 +36,7 @@ async fn send_together(app: &TestApp, events: &[&str]) -> Vec<Answer> {
 
 #[tokio::test]
 async fn requests_sent_together_share_a_transaction_and_each_gets_its_own_answer() {
-    let app = TestApp::builder()
-        .append_database_toml(ONE_SLOW_WRITER)
-        .start()
-        .await;
+    let app = one_slow_writer().await;
     // Twelve distinct events, four of them sent twice in the same burst.
     let ids: Vec<String> = (0..12).map(|i| format!("evt_group_{i}")).collect();
     let mut burst: Vec<&str> = ids.iter().map(String::as_str).collect();
@@ -95,10 +98,7 @@ async fn requests_sent_together_share_a_transaction_and_each_gets_its_own_answer
 
 #[tokio::test]
 async fn a_request_the_database_refuses_fails_alone_and_its_neighbours_commit() {
-    let app = TestApp::builder()
-        .append_database_toml(ONE_SLOW_WRITER)
-        .start()
-        .await;
+    let app = one_slow_writer().await;
     sqlx::raw_sql(
         "CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$
          BEGIN
