@@ -33,11 +33,13 @@ fn dotted(ts: i64, body: &[u8]) -> Vec<u8> {
     [format!("{ts}.").as_bytes(), body].concat()
 }
 
+/// The default app with `test-misbehave` and its endpoints.
+fn evil() -> TestAppBuilder {
+    TestApp::builder().add_adapter_for("testing/test-misbehave.wasm", EVIL)
+}
+
 async fn start_evil() -> TestApp {
-    TestApp::builder()
-        .add_adapter_for("testing/test-misbehave.wasm", EVIL)
-        .start()
-        .await
+    evil().start().await
 }
 
 /// POSTs `body` to the `test-misbehave` endpoint in `mode`, with the MAC of `signed`.
@@ -159,10 +161,7 @@ async fn ids_and_types_with_control_characters_are_malformed_after_verification(
 
 #[tokio::test]
 async fn an_adapter_that_echoes_the_request_puts_none_of_it_in_the_log() {
-    let written = TestApp::builder()
-        .add_adapter_for("testing/test-misbehave.wasm", EVIL)
-        .write_config()
-        .await;
+    let written = evil().write_config().await;
     let log = written.dir.path().join("wharf.log");
     let server = ServeProcess::start(&written.config_path, Some(&log)).await;
     let client = reqwest::Client::new();
@@ -205,11 +204,7 @@ async fn an_adapter_that_echoes_the_request_puts_none_of_it_in_the_log() {
 /// `wharf adapter test`, `wharf adapter check` and reload all refuse the file.
 #[tokio::test]
 async fn a_contract_breach_fails_fixtures_check_and_reload_whatever_the_fixture_expects() {
-    let written = TestApp::builder()
-        .with_admin()
-        .add_adapter_for("testing/test-misbehave.wasm", EVIL)
-        .write_config()
-        .await;
+    let written = evil().with_admin().write_config().await;
     let adapters = written.adapters_dir();
     let case = adapters.join("test-misbehave.fixtures/literal-only");
     std::fs::create_dir_all(&case).unwrap();
@@ -281,10 +276,12 @@ async fn a_contract_breach_fails_fixtures_check_and_reload_whatever_the_fixture_
 /// signs nothing; the URL comes from the endpoint's `public_url` or the check is refused.
 #[tokio::test]
 async fn wit_0_2_forms_are_held_to_their_declarations() {
-    let app = TestApp::builder()
-        .add_adapter_for("testing/test-misbehave.wasm", EVIL)
-        .add_endpoints(
-            "[[endpoint]]\nid = \"evil-url\"\nadapter = \"test-misbehave\"\nsecret = \"github\"\npublic_url = \"https://hooks.example.com/in\"\n",
+    let app = evil()
+        .endpoint(
+            "evil-url",
+            "test-misbehave",
+            "github",
+            "public_url = \"https://hooks.example.com/in\"",
         )
         .start()
         .await;
