@@ -4,7 +4,6 @@
 //! worker mid-batch never overwritten with an older version.
 
 use uuid::Uuid;
-use wharf::processing::Worker;
 
 use crate::support::{app::*, database::*, http::*, signing::*, wait::*};
 
@@ -20,10 +19,6 @@ async fn app_without_workers(extra: &str) -> TestApp {
         .append_toml(extra)
         .start()
         .await
-}
-
-fn worker(app: &TestApp) -> Worker {
-    app.worker()
 }
 
 /// Sends event `id` about `object` at version `BASE + version`; returns its inbox id.
@@ -72,7 +67,7 @@ async fn one_batch_of_several_objects_and_versions_applies_each_in_version_order
     ] {
         send(&app, id, object, version).await;
     }
-    assert_eq!(worker(&app).try_execute().await.unwrap(), 7, "one batch");
+    assert_eq!(app.work_once().await, 7, "one batch");
     // As if applied one at a time in version order: each moved the projection.
     assert_eq!(
         events(&app).await,
@@ -106,7 +101,7 @@ async fn one_batch_of_several_objects_and_versions_applies_each_in_version_order
     ] {
         send(&app, id, object, version).await;
     }
-    assert_eq!(worker(&app).try_execute().await.unwrap(), 5);
+    assert_eq!(app.work_once().await, 5);
     let outcomes: Vec<_> = events(&app)
         .await
         .into_iter()
@@ -143,7 +138,7 @@ async fn a_requeued_event_in_a_batch_plans_its_deliveries_again_and_is_not_appli
     // The route's target is never called: no relay runs in this app.
     let app = app_without_workers(&http_route_toml("http://127.0.0.1:9/unused", "")).await;
     let first = send(&app, "evt_r2", "cus_r", 2).await;
-    assert_eq!(worker(&app).try_execute().await.unwrap(), 1);
+    assert_eq!(app.work_once().await, 1);
     assert_eq!(projected(&app, "cus_r").await, (2, "evt_r2".into()));
     // Its deliveries row goes missing; an operator requeues it along with two new events.
     execute(&app.db, "DELETE FROM deliveries").await;
@@ -156,7 +151,7 @@ async fn a_requeued_event_in_a_batch_plans_its_deliveries_again_and_is_not_appli
     );
     send(&app, "evt_r1", "cus_r", 1).await;
     send(&app, "evt_r3", "cus_r", 3).await;
-    assert_eq!(worker(&app).try_execute().await.unwrap(), 3, "one batch");
+    assert_eq!(app.work_once().await, 3, "one batch");
     assert_eq!(
         events(&app).await,
         vec![
@@ -208,7 +203,7 @@ async fn one_failing_event_is_retried_alone_while_its_batch_neighbours_commit() 
            (SELECT raw_payload_ref FROM webhook_inbox WHERE provider_event_id = 'evt_ok_2')",
     )
     .await;
-    assert_eq!(worker(&app).try_execute().await.unwrap(), 4, "one batch");
+    assert_eq!(app.work_once().await, 4, "one batch");
 
     let rows: Vec<(String, String, i32, Option<String>)> = all_rows(
         &app.db,
@@ -248,7 +243,7 @@ async fn one_failing_event_is_retried_alone_while_its_batch_neighbours_commit() 
         "UPDATE webhook_inbox SET next_attempt_at = now() WHERE status = 'PENDING'",
     )
     .await;
-    assert_eq!(worker(&app).try_execute().await.unwrap(), 1);
+    assert_eq!(app.work_once().await, 1);
     assert_eq!(projected(&app, "cus_bad").await, (1, "evt_bad".into()));
     assert_eq!(app.count("processed_events").await, 3);
     app.shutdown().await;
@@ -262,10 +257,7 @@ async fn a_new_objects_row_written_by_another_worker_mid_batch_is_not_overwritte
     // Hold the worker after it has looked at the projection and found no row, just before
     // its writing statement (which inserts markers): SHARE lets reads through, not inserts.
     let markers = holding(&app.db, "LOCK TABLE processed_events IN SHARE MODE").await;
-    let batch = tokio::spawn({
-        let worker = worker(&app);
-        async move { worker.try_execute().await.unwrap() }
-    });
+    let batch = app.spawn_worker();
     eventually("the worker waits to write", || async {
         scalar_i64(
             &app.db,
@@ -320,7 +312,7 @@ async fn three_workers_draining_one_hot_object_converge_on_its_newest_version() 
             "SELECT count(*) FROM webhook_inbox WHERE status <> 'PROCESSED'",
         )
     };
-    let workers = [worker(&app), worker(&app), worker(&app)];
+    let workers = [app.worker(), app.worker(), app.worker()];
     // Batches of 32 race for the same projection row; one that loses a race is retried
     // after its backoff, so each worker goes on until nothing is left.
     let drained = workers.iter().map(|worker| async move {
@@ -365,7 +357,7 @@ async fn the_projection_holds_each_document_as_sent_and_none_that_jsonb_cannot_s
         let answer = app.post("stripe", &headers, body.clone()).await;
         assert_eq!(answer.status, 200, "{:?}", answer.json);
     }
-    assert_eq!(worker(&app).try_execute().await.unwrap(), 2, "one batch");
+    assert_eq!(app.work_once().await, 2, "one batch");
     assert_eq!(
         events(&app).await,
         vec![
@@ -438,13 +430,13 @@ async fn by_default_the_projection_keeps_no_copy_of_the_bodies_and_an_endpoint_m
     for endpoint in ["stripe", "stripe-docs"] {
         newest.push(send_to(&app, endpoint, "evt_3", 3).await);
     }
-    assert_eq!(worker(&app).try_execute().await.unwrap(), 2);
+    assert_eq!(app.work_once().await, 2);
     for endpoint in ["stripe", "stripe-docs"] {
         for (id, version) in [("evt_1", 1), ("evt_2", 2)] {
             send_to(&app, endpoint, id, version).await;
         }
     }
-    assert_eq!(worker(&app).try_execute().await.unwrap(), 4);
+    assert_eq!(app.work_once().await, 4);
     assert_eq!(
         projection_row(&app, "stripe").await,
         (3, "evt_3".into(), newest[0], None),
@@ -483,7 +475,7 @@ async fn by_default_the_projection_keeps_no_copy_of_the_bodies_and_an_endpoint_m
         .start()
         .await;
     let inbox_id = send_to(&app, "stripe-docs", "evt_4", 4).await;
-    assert_eq!(worker(&app).try_execute().await.unwrap(), 1);
+    assert_eq!(app.work_once().await, 1);
     assert_eq!(
         projection_row(&app, "stripe-docs").await,
         (4, "evt_4".into(), inbox_id, None)

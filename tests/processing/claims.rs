@@ -2,10 +2,7 @@
 //! operator's replay (which restarts attempt counts at zero) changes nothing, even when a new
 //! claim has the same attempt count.
 
-use std::sync::Arc;
-
 use uuid::Uuid;
-use wharf::processing::{DeliveryRelay, Lane, Worker};
 
 use crate::support::{app::*, database::*, receiver::*, wait::*};
 
@@ -30,16 +27,11 @@ async fn a_relay_holding_a_claim_from_before_a_resend_marks_nothing() {
     assert_eq!(answer.status, 200);
     let inbox_id: Uuid = answer.json["inbox_id"].as_str().unwrap().parse().unwrap();
     assert_eq!(app.work_once().await, 1);
-    let processing = app.processing();
-    let relay = || DeliveryRelay::new(Arc::clone(&processing), Lane::All);
 
     // The first relay's request hangs at the receiver, and so will the third's.
     let first_answer = receiver.hold(0);
     let third_answer = receiver.hold(2);
-    let first = tokio::spawn({
-        let relay = relay();
-        async move { relay.try_execute().await.unwrap() }
-    });
+    let first = app.spawn_relay();
     eventually("the first send arrived", || async {
         receiver.arrived() == 1
     })
@@ -48,7 +40,7 @@ async fn a_relay_holding_a_claim_from_before_a_resend_marks_nothing() {
 
     // Its lease runs out (as if 35 s had passed); a second relay sends and marks it sent.
     execute(&app.db, "UPDATE deliveries SET next_attempt_at = now()").await;
-    assert_eq!(relay().try_execute().await.unwrap(), 1);
+    assert_eq!(app.relay().try_execute().await.unwrap(), 1);
     assert_eq!(delivery(&app.db).await, ("SENT".into(), 2, true));
 
     // An operator resends it; a third relay claims it, with attempt count 1 again.
@@ -56,10 +48,7 @@ async fn a_relay_holding_a_claim_from_before_a_resend_marks_nothing() {
         .await
         .unwrap();
     assert_eq!(replayed.deliveries, 1);
-    let third = tokio::spawn({
-        let relay = relay();
-        async move { relay.try_execute().await.unwrap() }
-    });
+    let third = app.spawn_relay();
     eventually("the third send arrived", || async {
         receiver.arrived() == 3
     })
@@ -121,8 +110,6 @@ async fn a_worker_holding_a_claim_from_before_a_replay_changes_nothing() {
     // Workers lock a batch's rows in id order: holding `first` stops the old worker before
     // it locks `event`, the row under test.
     let (first, event) = (ids[0], ids[1]);
-    let processing = app.processing();
-    let worker = || Worker::new(Arc::clone(&processing));
 
     // The old worker claims both and is held up reading their payloads...
     let payloads = holding(
@@ -130,10 +117,7 @@ async fn a_worker_holding_a_claim_from_before_a_replay_changes_nothing() {
         "LOCK TABLE webhook_payloads IN ACCESS EXCLUSIVE MODE",
     )
     .await;
-    let old = tokio::spawn({
-        let worker = worker();
-        async move { worker.try_execute().await.unwrap() }
-    });
+    let old = app.spawn_worker();
     app.wait_count(
         "webhook_inbox",
         "status = 'PROCESSING' AND attempt_count = 1",
@@ -159,7 +143,7 @@ async fn a_worker_holding_a_claim_from_before_a_replay_changes_nothing() {
         .execute(&app.db)
         .await
         .unwrap();
-    assert_eq!(worker().try_execute().await.unwrap(), 1);
+    assert_eq!(app.work_once().await, 1);
     assert_eq!(inbox(&app.db, event).await, ("PROCESSED".into(), 2));
 
     // An operator replays it; a third worker claims it (attempt count 1, as the old claim)
@@ -173,10 +157,7 @@ async fn a_worker_holding_a_claim_from_before_a_replay_changes_nothing() {
         "LOCK TABLE webhook_payloads IN ACCESS EXCLUSIVE MODE",
     )
     .await;
-    let third = tokio::spawn({
-        let worker = worker();
-        async move { worker.try_execute().await.unwrap() }
-    });
+    let third = app.spawn_worker();
     eventually("the third worker claimed the event", || async {
         inbox(&app.db, event).await == ("PROCESSING".into(), 1)
     })
