@@ -73,14 +73,12 @@ async fn past_the_burst_429_rate_limited_with_retry_after_then_a_token_comes_bac
         .assert_accepted("evt_rl_4");
     assert_eq!(app.count("webhook_inbox").await, 4);
 
-    assert_metrics(
-        &app.metrics().await,
-        r#"
-        wharf_requests_total{endpoint="stripe-limited",outcome="rate_limited"} 1
-        wharf_rate_limited_total{endpoint="stripe-limited",scope="endpoint"} 1
-        wharf_requests_total{endpoint="stripe-limited",outcome="accepted"} 3
-        "#,
-    );
+    app.assert_metrics(&[
+        r#"wharf_requests_total{endpoint="stripe-limited",outcome="rate_limited"} 1"#,
+        r#"wharf_rate_limited_total{endpoint="stripe-limited",scope="endpoint"} 1"#,
+        r#"wharf_requests_total{endpoint="stripe-limited",outcome="accepted"} 3"#,
+    ])
+    .await;
 }
 
 #[tokio::test]
@@ -114,13 +112,11 @@ async fn a_limited_request_is_answered_from_its_head_without_reading_the_body() 
         "answered after {:?}",
         sent.elapsed()
     );
-    assert_metrics(
-        &app.metrics().await,
-        r#"
-        wharf_http_body_bytes_reserved 0
-        wharf_requests_total{endpoint="github-limited",outcome="rate_limited"} 1
-        "#,
-    );
+    app.assert_metrics(&[
+        r#"wharf_http_body_bytes_reserved 0"#,
+        r#"wharf_requests_total{endpoint="github-limited",outcome="rate_limited"} 1"#,
+    ])
+    .await;
 }
 
 #[tokio::test]
@@ -160,14 +156,12 @@ async fn a_limited_request_never_calls_the_adapter_post_or_get() {
         assert!(answer.headers.contains_key("retry-after"), "{answer:?}");
     }
 
-    assert_metrics(
-        &app.metrics().await,
-        r#"
-        wharf_requests_total{endpoint="evil",outcome="adapter_unavailable"} 2
-        wharf_requests_total{endpoint="evil",outcome="rate_limited"} 6
-        wharf_rate_limited_total{endpoint="evil",scope="endpoint"} 6
-        "#,
-    );
+    app.assert_metrics(&[
+        r#"wharf_requests_total{endpoint="evil",outcome="adapter_unavailable"} 2"#,
+        r#"wharf_requests_total{endpoint="evil",outcome="rate_limited"} 6"#,
+        r#"wharf_rate_limited_total{endpoint="evil",scope="endpoint"} 6"#,
+    ])
+    .await;
 }
 
 #[tokio::test]
@@ -201,20 +195,18 @@ async fn the_provider_bucket_is_shared_by_its_endpoints_and_counted_by_scope() {
     }
     assert_eq!(app.count("webhook_inbox").await, 8);
 
-    assert_metrics(
-        &app.metrics().await,
-        r#"
-        wharf_rate_limited_total{endpoint="stripe-a",scope="endpoint"} 1
-        wharf_rate_limited_total{endpoint="stripe-a",scope="provider"} 0
-        wharf_rate_limited_total{endpoint="stripe-b",scope="provider"} 1
-        wharf_rate_limited_total{endpoint="stripe-b",scope="endpoint"} 0
-        wharf_requests_total{endpoint="stripe-a",outcome="rate_limited"} 1
-        wharf_requests_total{endpoint="stripe-b",outcome="rate_limited"} 1
-        wharf_requests_total{endpoint="stripe-b",outcome="accepted"} 2
-        wharf_requests_total{endpoint="github",outcome="accepted"} 5
-        wharf_requests_total{endpoint="github",outcome="rate_limited"} 0
-        "#,
-    );
+    app.assert_metrics(&[
+        r#"wharf_rate_limited_total{endpoint="stripe-a",scope="endpoint"} 1"#,
+        r#"wharf_rate_limited_total{endpoint="stripe-a",scope="provider"} 0"#,
+        r#"wharf_rate_limited_total{endpoint="stripe-b",scope="provider"} 1"#,
+        r#"wharf_rate_limited_total{endpoint="stripe-b",scope="endpoint"} 0"#,
+        r#"wharf_requests_total{endpoint="stripe-a",outcome="rate_limited"} 1"#,
+        r#"wharf_requests_total{endpoint="stripe-b",outcome="rate_limited"} 1"#,
+        r#"wharf_requests_total{endpoint="stripe-b",outcome="accepted"} 2"#,
+        r#"wharf_requests_total{endpoint="github",outcome="accepted"} 5"#,
+        r#"wharf_requests_total{endpoint="github",outcome="rate_limited"} 0"#,
+    ])
+    .await;
 }
 
 #[tokio::test]

@@ -484,6 +484,11 @@ impl TestApp {
         super::wait::wait_until_count(&self.db, &sql, n).await;
     }
 
+    /// Asserts `/metrics` values, each `series value` (absent counts as 0).
+    pub async fn assert_metrics(&self, expected: &[&str]) {
+        super::http::assert_metrics(&self.metrics().await, &expected.join("\n"));
+    }
+
     /// The rows in `table`.
     pub async fn count(&self, table: &str) -> i64 {
         scalar_i64(&self.db, &format!("SELECT count(*) FROM {table}")).await
