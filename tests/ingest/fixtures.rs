@@ -18,6 +18,14 @@ fn adapter_test(wasm: &Path, fixtures: &Path) -> Output {
     ])
 }
 
+/// `wharf adapter test` of Stripe's adapter on `fixtures`, which must fail: what it printed.
+fn stripe_fixtures_fail(fixtures: &Path) -> String {
+    let out = adapter_test(&adapter_file("stripe.wasm"), fixtures);
+    let shown = text(&out);
+    assert!(!out.status.success(), "{shown}");
+    shown
+}
+
 fn text(out: &Output) -> String {
     format!(
         "{}{}",
@@ -71,10 +79,7 @@ fn a_wrong_expectation_fails_with_a_diff() {
     )
     .unwrap();
 
-    let wasm = adapter_file("stripe.wasm");
-    let out = adapter_test(&wasm, dir.path());
-    let shown = text(&out);
-    assert!(!out.status.success(), "{shown}");
+    let shown = stripe_fixtures_fail(dir.path());
     assert!(shown.contains("FAIL  valid"), "{shown}");
     assert!(shown.contains("- object_id = \"pi_999\""), "{shown}");
     assert!(shown.contains("+ object_id = \"pi_123\""), "{shown}");
@@ -142,10 +147,7 @@ fn fixtures_are_never_read_through_symlinks_nor_past_their_size_limits() {
     }
     std::fs::write(&expected, padded).unwrap();
 
-    let wasm = adapter_file("stripe.wasm");
-    let out = adapter_test(&wasm, &fixtures);
-    let shown = text(&out);
-    assert!(!out.status.success(), "{shown}");
+    let shown = stripe_fixtures_fail(&fixtures);
     assert!(shown.contains("FAIL  flipped-body-byte"), "{shown}");
     assert!(shown.contains("body: is a symlink"), "{shown}");
     assert!(shown.contains("FAIL  linked-case"), "{shown}");
@@ -162,7 +164,7 @@ fn fixtures_are_never_read_through_symlinks_nor_past_their_size_limits() {
     // The fixtures folder itself may not be a symlink either.
     let linked_root = dir.path().join("linked.fixtures");
     std::os::unix::fs::symlink(&fixtures, &linked_root).unwrap();
-    let out = adapter_test(&wasm, &linked_root);
+    let out = adapter_test(&adapter_file("stripe.wasm"), &linked_root);
     assert!(!out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("is a symlink"), "{}", text(&out));
 }
