@@ -2,13 +2,16 @@
 //!
 //! - [`app`]: a Wharf server under test, in process: `TestApp::builder()`, then
 //!   `.write_config()` or `.start()`.
-//! - [`database`]: a fresh Postgres database per test, and queries for assertions.
+//! - [`database`]: a fresh Postgres database per test, and queries for assertions
+//!   (`execute`, `one_row`, `all_rows`, `holding`).
 //! - [`files`]: the repository's files (built adapters, vectors) and file operations.
-//! - [`get`]: GET requests (handshakes served on GET) and their text answers.
-//! - [`http`]: requests to the server and what it answers, down to raw TCP.
+//! - [`get`]: GET requests to `/webhooks/{endpoint}` (handshakes served on GET).
+//! - [`http`]: requests to the server and the one [`http::Answer`] they all return, down to
+//!   raw TCP.
 //! - [`process`]: the `wharf` binary run as a child process, and its log.
 //! - [`signing`]: provider secrets, and requests signed as Stripe and GitHub sign them.
-//! - [`text`]: answers that are not JSON (Adyen's `[accepted]`).
+//! - [`text`]: Adyen's `[accepted]` as a `(status, content type, body)` tuple, until its test
+//!   reads [`http::Answer`].
 //!
 //! Used by the processing tests only:
 //!
