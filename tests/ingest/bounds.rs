@@ -9,7 +9,7 @@ use tokio::net::TcpStream;
 use wharf::config::Config;
 use wharf::{Server, ServerOptions};
 
-use crate::support::{app::*, http::*, signing::*};
+use crate::support::{app::*, http::*};
 
 /// A GitHub request head declaring `len` body bytes (the signature is never checked: these
 /// bodies never arrive whole).
@@ -33,9 +33,7 @@ async fn request_still_coming(app: &TestApp) -> TcpStream {
 #[tokio::test]
 async fn headers_that_never_finish_are_cut_after_the_header_timeout() {
     let app = TestApp::builder()
-        .write_config()
-        .await
-        .append_server_toml("header_timeout_ms = 500")
+        .server_toml("header_timeout_ms = 500")
         .start()
         .await;
 
@@ -78,9 +76,7 @@ async fn headers_that_never_finish_are_cut_after_the_header_timeout() {
 #[tokio::test]
 async fn idle_keep_alive_connections_are_closed_after_the_idle_timeout() {
     let app = TestApp::builder()
-        .write_config()
-        .await
-        .append_server_toml("header_timeout_ms = 500")
+        .server_toml("header_timeout_ms = 500")
         .start()
         .await;
     let mut stream = TcpStream::connect(app.addr).await.unwrap();
@@ -105,9 +101,7 @@ async fn idle_keep_alive_connections_are_closed_after_the_idle_timeout() {
 #[tokio::test]
 async fn a_stalled_body_is_answered_408_and_closed_after_the_body_deadline() {
     let app = TestApp::builder()
-        .write_config()
-        .await
-        .append_server_toml("body_timeout_ms = 500")
+        .server_toml("body_timeout_ms = 500")
         .start()
         .await;
     let mut stream = TcpStream::connect(app.addr).await.unwrap();
@@ -171,13 +165,7 @@ async fn past_the_body_budget_requests_get_503_overloaded_before_their_body_is_r
     let body = b"{\"zen\":\"ok\"}".to_vec();
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
-        let answer = app
-            .post(
-                "github",
-                &refs(&signed_github_headers(&body, "after")),
-                body.clone(),
-            )
-            .await;
+        let answer = app.post_github(body.clone(), "after").await;
         if answer.status == 200 {
             break;
         }
@@ -195,9 +183,7 @@ async fn past_the_body_budget_requests_get_503_overloaded_before_their_body_is_r
 #[tokio::test]
 async fn at_the_connection_cap_an_idle_connection_makes_room_and_a_busy_one_does_not() {
     let app = TestApp::builder()
-        .write_config()
-        .await
-        .append_server_toml("max_connections = 2\nheader_timeout_ms = 60000")
+        .server_toml("max_connections = 2\nheader_timeout_ms = 60000")
         .start()
         .await;
     let request = b"GET /nothing-here HTTP/1.1\r\nhost: x\r\n\r\n";
@@ -285,9 +271,7 @@ async fn at_the_connection_cap_an_idle_connection_makes_room_and_a_busy_one_does
 #[tokio::test]
 async fn past_the_overflow_slots_a_connection_waits_its_turn_or_is_closed_at_once() {
     let app = TestApp::builder()
-        .write_config()
-        .await
-        .append_server_toml("max_connections = 1\nheader_timeout_ms = 60000")
+        .server_toml("max_connections = 1\nheader_timeout_ms = 60000")
         .start()
         .await;
     // The one slot serves a request whose body is still coming.
@@ -343,24 +327,18 @@ async fn past_the_overflow_slots_a_connection_waits_its_turn_or_is_closed_at_onc
 async fn metrics_are_served_as_openmetrics_on_both_admin_listeners() {
     let openmetrics = "application/openmetrics-text; version=1.0.0; charset=utf-8";
     let app = TestApp::builder().start().await;
-    let response = app
-        .client
-        .get(format!("{}/metrics", app.admin))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.headers()["content-type"], openmetrics);
-    let body = response.text().await.unwrap();
-    assert!(body.ends_with("# EOF\n"), "{body}");
+    let answer = app.get_admin("/metrics").await;
+    assert_eq!(answer.content_type.as_deref(), Some(openmetrics));
+    assert!(answer.body.ends_with("# EOF\n"), "{}", answer.body);
 
     let config = Config::load(&app.config.config_path).unwrap();
     let worker = wharf::server::ProcessingHost::start(config, 0, Some(([127, 0, 0, 1], 0).into()))
         .await
         .unwrap();
     let url = format!("http://{}/metrics", worker.admin_addr.unwrap());
-    let response = app.client.get(url).send().await.unwrap();
-    assert_eq!(response.headers()["content-type"], openmetrics);
-    assert!(response.text().await.unwrap().ends_with("# EOF\n"));
+    let answer = get_url(&app.client, &url).await;
+    assert_eq!(answer.content_type.as_deref(), Some(openmetrics));
+    assert!(answer.body.ends_with("# EOF\n"));
     worker.shutdown().await.unwrap();
 }
 
@@ -370,29 +348,14 @@ async fn a_config_value_out_of_range_stops_wharf_serve_naming_key_and_range() {
         .append_database_toml("commit_timeout_ms = 5000")
         .write_config()
         .await;
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_wharf"))
-        .arg("serve")
-        .arg("--config")
-        .arg(&written.config_path)
-        .env_remove("WHARF_DATABASE_URL")
-        .env_remove("DATABASE_URL")
-        .output()
-        .await
-        .unwrap();
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains("[database] commit_timeout_ms = 5000 is out of range: allowed 1..=1900"),
-        "{stderr}"
-    );
+    let message = "[database] commit_timeout_ms = 5000 is out of range: allowed 1..=1900";
+    written.assert_refused(&[message]).await;
 }
 
 #[tokio::test]
 async fn a_tolerance_on_an_adapter_that_signs_no_timestamp_is_refused_at_start() {
     let written = TestApp::builder()
-        .add_endpoints(
-            "\n[[endpoint]]\nid = \"github-strict\"\nadapter = \"github\"\nsecret = \"github\"\ntolerance_secs = 300\n",
-        )
+        .endpoint("github-strict", "github", "github", "tolerance_secs = 300")
         .write_config()
         .await;
     let config = Config::load(&written.config_path).unwrap();

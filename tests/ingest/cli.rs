@@ -9,11 +9,7 @@ async fn migrate_creates_the_tables() {
         .write_config()
         .await;
     let out = run_wharf(&["migrate", "--config", written.config_path.to_str().unwrap()]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ran(&out, "");
     let db = sqlx::PgPool::connect(&written.database_url).await.unwrap();
     let tables: Vec<String> = sqlx::query_scalar(
         // Tables, not their day partitions.
@@ -36,11 +32,7 @@ fn adapter_check_prints_the_description() {
         "check",
         adapter_file("stripe.wasm").to_str().unwrap(),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ran(&out, "");
     let info: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(info["name"], "stripe");
     assert_eq!(info["algorithms"], serde_json::json!(["hmac-sha256"]));
@@ -55,23 +47,17 @@ fn adapter_check_prints_the_description() {
 
 #[tokio::test]
 async fn invalid_configs_stop_at_start_with_a_reason() {
-    let written = TestApp::builder()
-        .add_endpoints(
-            "\n[[endpoint]]\nid = \"x\"\nadapter = \"stripe\"\nsecret = \"no-such-set\"\n",
-        )
-        .write_config()
-        .await;
-    let out = run_wharf(&["serve", "--config", written.config_path.to_str().unwrap()]);
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("no-such-set"));
-
-    let written = TestApp::builder()
-        .add_endpoints("\n[[endpoint]]\nid = \"std\"\nadapter = \"stripe\"\nsecret = \"stripe\"\n")
-        .write_config()
-        .await;
-    let out = run_wharf(&["serve", "--config", written.config_path.to_str().unwrap()]);
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("used twice"));
+    for (id, secret, message) in [
+        ("x", "no-such-set", "no-such-set"),
+        ("std", "stripe", "used twice"),
+    ] {
+        let builder = TestApp::builder().endpoint(id, "stripe", secret, "");
+        builder
+            .write_config()
+            .await
+            .assert_refused(&[message])
+            .await;
+    }
 }
 
 #[tokio::test]
@@ -83,11 +69,7 @@ async fn config_is_accepted_before_or_after_the_subcommand_and_from_the_environm
     let config = written.config_path.to_str().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let migrated = run_wharf(&["migrate", "--config", config]);
-    assert!(
-        migrated.status.success(),
-        "{}",
-        String::from_utf8_lossy(&migrated.stderr)
-    );
+    assert_ran(&migrated, "");
     for (args, env) in [
         (&["events", "list", "--config", config][..], &[][..]),
         (&["events", "--config", config, "list"], &[]),

@@ -88,6 +88,17 @@ fn check(config: &Path) -> Checked {
     }
 }
 
+/// `wharf config check` on `CONFIG` with each `(from, to)` replaced, beside `SECRETS`:
+/// (the folder, the config's path, what the check printed).
+fn check_edited(edits: &[(&str, &str)]) -> (tempfile::TempDir, PathBuf, Checked) {
+    let config = edits.iter().fold(CONFIG.to_owned(), |config, (from, to)| {
+        config.replace(from, to)
+    });
+    let (dir, path) = folder(&config, SECRETS);
+    let checked = check(&path);
+    (dir, path, checked)
+}
+
 #[test]
 fn the_example_config_passes_with_a_summary() {
     let dir = tempfile::tempdir().unwrap();
@@ -143,11 +154,10 @@ fn line_of(path: &Path, start: &str) -> usize {
 
 #[test]
 fn every_syntax_error_is_reported_with_its_line() {
-    let config = CONFIG
-        .replace("commit_timeout_ms = 1500", "commit_timeout_ms = = 1500")
-        .replace("file = \"secrets.toml\"", "file = secrets.toml");
-    let (_dir, path) = folder(&config, SECRETS);
-    let checked = check(&path);
+    let (_dir, path, checked) = check_edited(&[
+        ("commit_timeout_ms = 1500", "commit_timeout_ms = = 1500"),
+        ("file = \"secrets.toml\"", "file = secrets.toml"),
+    ]);
     assert!(!checked.ok);
     let file = path.display().to_string();
     let lines: Vec<&str> = checked.stdout.lines().collect();
@@ -171,11 +181,10 @@ fn every_syntax_error_is_reported_with_its_line() {
 
 #[test]
 fn every_semantic_problem_is_reported_with_the_line_of_its_key() {
-    let config = CONFIG
-        .replace("commit_timeout_ms = 1500", "commit_timeout_ms = 5000")
-        .replace("secret = \"svix\"", "secret = \"no-such-set\"");
-    let (_dir, path) = folder(&config, SECRETS);
-    let checked = check(&path);
+    let (_dir, path, checked) = check_edited(&[
+        ("commit_timeout_ms = 1500", "commit_timeout_ms = 5000"),
+        ("secret = \"svix\"", "secret = \"no-such-set\""),
+    ]);
     assert!(!checked.ok, "{}", checked.stdout);
     let file = path.display().to_string();
     let expected = [

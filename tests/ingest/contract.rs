@@ -6,7 +6,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::support::{app::*, http::*, process::*, signing::*};
+use crate::support::{app::*, database::*, http::*, process::*, signing::*};
 
 const EVIL: &str = r#"
 [[endpoint]]
@@ -33,12 +33,13 @@ fn dotted(ts: i64, body: &[u8]) -> Vec<u8> {
     [format!("{ts}.").as_bytes(), body].concat()
 }
 
+/// The default app with `test-misbehave` and its endpoints.
+fn evil() -> TestAppBuilder {
+    TestApp::builder().add_adapter_for("testing/test-misbehave.wasm", EVIL)
+}
+
 async fn start_evil() -> TestApp {
-    TestApp::builder()
-        .add_adapter("testing/test-misbehave.wasm")
-        .add_endpoints(EVIL)
-        .start()
-        .await
+    evil().start().await
 }
 
 /// POSTs `body` to the `test-misbehave` endpoint in `mode`, with the MAC of `signed`.
@@ -60,31 +61,19 @@ async fn checks_that_skip_the_body_or_the_timestamp_never_verify() {
     // The message is a literal with its valid MAC; the body is whatever the client sent.
     let literal = format!("{ts}.wharf").into_bytes();
     let answer = misbehave(&app, "literal-only", ts, &literal, &body).await;
-    assert_eq!(
-        (answer.status, answer.code()),
-        (503, "adapter_unavailable"),
-        "{answer:?}"
-    );
+    answer.assert_is(503, "adapter_unavailable", "");
     assert!(answer.headers.contains_key("retry-after"));
 
     // The body is signed, the reported timestamp is not: its freshness would prove nothing.
     let unsigned_ts = [b"wharf.".as_slice(), &body].concat();
     let answer = misbehave(&app, "ts-unsigned", ts, &unsigned_ts, &body).await;
-    assert_eq!(
-        (answer.status, answer.code()),
-        (503, "adapter_unavailable"),
-        "{answer:?}"
-    );
+    answer.assert_is(503, "adapter_unavailable", "");
     assert_eq!(app.count("webhook_inbox").await, 0);
 
     // The same adapter describing the request properly verifies: the refusals above are the
     // host's rules, not a broken signature.
     let answer = misbehave(&app, "ok", ts, &dotted(ts, &body), &body).await;
-    assert_eq!(
-        (answer.status, answer.code()),
-        (200, "accepted"),
-        "{answer:?}"
-    );
+    answer.assert_accepted("");
     assert_eq!(app.count("webhook_inbox").await, 1);
     app.shutdown().await;
 }
@@ -99,11 +88,7 @@ async fn results_that_ask_for_unbounded_hashing_fail_fast() {
     for mode in ["parts", "rehash"] {
         let started = Instant::now();
         let answer = misbehave(&app, mode, ts, b"", &body).await;
-        assert_eq!(
-            (answer.status, answer.code()),
-            (503, "adapter_unavailable"),
-            "{mode}: {answer:?}"
-        );
+        answer.assert_is(503, "adapter_unavailable", mode);
         assert!(
             started.elapsed() < Duration::from_secs(5),
             "{mode} took {:?}",
@@ -124,11 +109,7 @@ async fn a_guest_that_sleeps_is_not_held_by_it() {
     let started = Instant::now();
     // The guest sleeps 30 s in a WASI call; the host's clocks make every wait return at once.
     let answer = misbehave(&app, "sleep", ts, &dotted(ts, &body), &body).await;
-    assert_eq!(
-        (answer.status, answer.code()),
-        (200, "accepted"),
-        "{answer:?}"
-    );
+    answer.assert_accepted("");
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "took {:?}",
@@ -161,11 +142,7 @@ async fn ids_and_types_with_control_characters_are_malformed_after_verification(
                 body.into_bytes(),
             )
             .await;
-        assert_eq!(
-            (answer.status, answer.code()),
-            (400, "malformed"),
-            "{n}: {answer:?}"
-        );
+        answer.assert_is(400, "malformed", n);
         // Signed wrongly, the same body is a 401: verification comes first.
         let body = stripe_event(id);
         let header = stripe_header("whsec_wrong", now(), body.as_bytes());
@@ -184,11 +161,7 @@ async fn ids_and_types_with_control_characters_are_malformed_after_verification(
 
 #[tokio::test]
 async fn an_adapter_that_echoes_the_request_puts_none_of_it_in_the_log() {
-    let written = TestApp::builder()
-        .add_adapter("testing/test-misbehave.wasm")
-        .add_endpoints(EVIL)
-        .write_config()
-        .await;
+    let written = evil().write_config().await;
     let log = written.dir.path().join("wharf.log");
     let server = ServeProcess::start(&written.config_path, Some(&log)).await;
     let client = reqwest::Client::new();
@@ -231,13 +204,8 @@ async fn an_adapter_that_echoes_the_request_puts_none_of_it_in_the_log() {
 /// `wharf adapter test`, `wharf adapter check` and reload all refuse the file.
 #[tokio::test]
 async fn a_contract_breach_fails_fixtures_check_and_reload_whatever_the_fixture_expects() {
-    let written = TestApp::builder()
-        .admin_token(TEST_ADMIN_TOKEN)
-        .add_adapter("testing/test-misbehave.wasm")
-        .add_endpoints(EVIL)
-        .write_config()
-        .await;
-    let adapters = written.dir.path().join("adapters");
+    let written = evil().with_admin().write_config().await;
+    let adapters = written.adapters_dir();
     let case = adapters.join("test-misbehave.fixtures/literal-only");
     std::fs::create_dir_all(&case).unwrap();
     let ts = 1_764_480_000;
@@ -288,7 +256,7 @@ async fn a_contract_breach_fails_fixtures_check_and_reload_whatever_the_fixture_
 
     let app = written.start().await;
     let files: Vec<serde_json::Value> =
-        app.admin_get("/admin/adapters").await.json().await.unwrap();
+        serde_json::from_value(app.admin_get("/admin/adapters").await.json).unwrap();
     let status = files
         .iter()
         .find(|f| f["file"] == "test-misbehave.wasm")
@@ -308,21 +276,18 @@ async fn a_contract_breach_fails_fixtures_check_and_reload_whatever_the_fixture_
 /// signs nothing; the URL comes from the endpoint's `public_url` or the check is refused.
 #[tokio::test]
 async fn wit_0_2_forms_are_held_to_their_declarations() {
-    let app = TestApp::builder()
-        .add_adapter("testing/test-misbehave.wasm")
-        .add_endpoints(EVIL)
-        .add_endpoints(
-            "[[endpoint]]\nid = \"evil-url\"\nadapter = \"test-misbehave\"\nsecret = \"github\"\npublic_url = \"https://hooks.example.com/in\"\n",
+    let app = evil()
+        .endpoint(
+            "evil-url",
+            "test-misbehave",
+            "github",
+            "public_url = \"https://hooks.example.com/in\"",
         )
         .start()
         .await;
     let ts = now();
     let refused = |answer: &Answer, what: &str| {
-        assert_eq!(
-            (answer.status, answer.code()),
-            (503, "adapter_unavailable"),
-            "{what}: {answer:?}"
-        );
+        answer.assert_is(503, "adapter_unavailable", what);
     };
 
     // An item check over the whole body as one slice; the timestamp is inside that slice.
@@ -333,11 +298,11 @@ async fn wit_0_2_forms_are_held_to_their_declarations() {
     headers.push(("x-signed-by".into(), "0".into()));
     let answer = app.post("evil", &refs(&headers), body.clone()).await;
     assert_eq!(answer.code(), "accepted", "{answer:?}");
-    let (start, end): (Option<i64>, Option<i64>) =
-        sqlx::query_as("SELECT payload_start, payload_end FROM webhook_inbox")
-            .fetch_one(&app.db)
-            .await
-            .unwrap();
+    let (start, end): (Option<i64>, Option<i64>) = one_row(
+        &app.db,
+        "SELECT payload_start, payload_end FROM webhook_inbox",
+    )
+    .await;
     assert_eq!((start, end), (Some(0), Some(body.len() as i64)));
     // The same slice with another MAC does not verify.
     let answer = misbehave(&app, "items", ts, b"other", &body).await;

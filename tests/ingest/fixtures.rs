@@ -3,9 +3,28 @@
 //! database, and a fixture whose expected outcome is wrong fails with a readable diff.
 //! Fixtures are read only as plain files inside their folder, and within size limits.
 
+use std::path::Path;
 use std::process::Output;
 
 use crate::support::{files::*, process::*};
+
+/// `wharf adapter test WASM FIXTURES`.
+fn adapter_test(wasm: &Path, fixtures: &Path) -> Output {
+    run_wharf(&[
+        "adapter",
+        "test",
+        wasm.to_str().unwrap(),
+        fixtures.to_str().unwrap(),
+    ])
+}
+
+/// `wharf adapter test` of Stripe's adapter on `fixtures`, which must fail: what it printed.
+fn stripe_fixtures_fail(fixtures: &Path) -> String {
+    let out = adapter_test(&adapter_file("stripe.wasm"), fixtures);
+    let shown = text(&out);
+    assert!(!out.status.success(), "{shown}");
+    shown
+}
 
 fn text(out: &Output) -> String {
     format!(
@@ -34,12 +53,7 @@ fn every_shipped_adapter_passes_its_fixtures() {
     ] {
         let wasm = adapter_file(&format!("{name}.wasm"));
         let fixtures = adapter_file(&format!("{name}.fixtures"));
-        let out = run_wharf(&[
-            "adapter",
-            "test",
-            wasm.to_str().unwrap(),
-            fixtures.to_str().unwrap(),
-        ]);
+        let out = adapter_test(&wasm, &fixtures);
         let shown = text(&out);
         assert!(out.status.success(), "{name}:\n{shown}");
         assert!(shown.contains(" 0 failed"), "{name}:\n{shown}");
@@ -65,15 +79,7 @@ fn a_wrong_expectation_fails_with_a_diff() {
     )
     .unwrap();
 
-    let wasm = adapter_file("stripe.wasm");
-    let out = run_wharf(&[
-        "adapter",
-        "test",
-        wasm.to_str().unwrap(),
-        dir.path().to_str().unwrap(),
-    ]);
-    let shown = text(&out);
-    assert!(!out.status.success(), "{shown}");
+    let shown = stripe_fixtures_fail(dir.path());
     assert!(shown.contains("FAIL  valid"), "{shown}");
     assert!(shown.contains("- object_id = \"pi_999\""), "{shown}");
     assert!(shown.contains("+ object_id = \"pi_123\""), "{shown}");
@@ -91,12 +97,7 @@ fn a_wrong_expectation_fails_with_a_diff() {
 fn an_empty_or_missing_fixtures_folder_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let wasm = adapter_file("github.wasm");
-    let out = run_wharf(&[
-        "adapter",
-        "test",
-        wasm.to_str().unwrap(),
-        dir.path().to_str().unwrap(),
-    ]);
+    let out = adapter_test(&wasm, dir.path());
     assert!(!out.status.success());
     assert!(text(&out).contains("no fixtures"), "{}", text(&out));
 }
@@ -146,15 +147,7 @@ fn fixtures_are_never_read_through_symlinks_nor_past_their_size_limits() {
     }
     std::fs::write(&expected, padded).unwrap();
 
-    let wasm = adapter_file("stripe.wasm");
-    let out = run_wharf(&[
-        "adapter",
-        "test",
-        wasm.to_str().unwrap(),
-        fixtures.to_str().unwrap(),
-    ]);
-    let shown = text(&out);
-    assert!(!out.status.success(), "{shown}");
+    let shown = stripe_fixtures_fail(&fixtures);
     assert!(shown.contains("FAIL  flipped-body-byte"), "{shown}");
     assert!(shown.contains("body: is a symlink"), "{shown}");
     assert!(shown.contains("FAIL  linked-case"), "{shown}");
@@ -171,12 +164,7 @@ fn fixtures_are_never_read_through_symlinks_nor_past_their_size_limits() {
     // The fixtures folder itself may not be a symlink either.
     let linked_root = dir.path().join("linked.fixtures");
     std::os::unix::fs::symlink(&fixtures, &linked_root).unwrap();
-    let out = run_wharf(&[
-        "adapter",
-        "test",
-        wasm.to_str().unwrap(),
-        linked_root.to_str().unwrap(),
-    ]);
+    let out = adapter_test(&adapter_file("stripe.wasm"), &linked_root);
     assert!(!out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("is a symlink"), "{}", text(&out));
 }

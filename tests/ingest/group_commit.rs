@@ -9,6 +9,12 @@ use std::collections::HashMap;
 /// One writer that waits 100 ms for companions: requests sent together share a transaction.
 const ONE_SLOW_WRITER: &str = "accept_writers = 1\naccept_batch_wait_us = 100000\n";
 
+/// An app with one writer that gathers for 100 ms: requests sent together share a batch.
+async fn one_slow_writer() -> TestApp {
+    let builder = TestApp::builder().append_database_toml(ONE_SLOW_WRITER);
+    builder.start().await
+}
+
 /// Sends a freshly signed Stripe event with this id, without waiting for its answer.
 fn post_later(app: &TestApp, id: &str) -> tokio::task::JoinHandle<Answer> {
     let (headers, body) = signed_stripe_event(id);
@@ -30,10 +36,7 @@ async fn send_together(app: &TestApp, events: &[&str]) -> Vec<Answer> {
 
 #[tokio::test]
 async fn requests_sent_together_share_a_transaction_and_each_gets_its_own_answer() {
-    let app = TestApp::builder()
-        .append_database_toml(ONE_SLOW_WRITER)
-        .start()
-        .await;
+    let app = one_slow_writer().await;
     // Twelve distinct events, four of them sent twice in the same burst.
     let ids: Vec<String> = (0..12).map(|i| format!("evt_group_{i}")).collect();
     let mut burst: Vec<&str> = ids.iter().map(String::as_str).collect();
@@ -95,10 +98,7 @@ async fn requests_sent_together_share_a_transaction_and_each_gets_its_own_answer
 
 #[tokio::test]
 async fn a_request_the_database_refuses_fails_alone_and_its_neighbours_commit() {
-    let app = TestApp::builder()
-        .append_database_toml(ONE_SLOW_WRITER)
-        .start()
-        .await;
+    let app = one_slow_writer().await;
     sqlx::raw_sql(
         "CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$
          BEGIN
@@ -140,17 +140,11 @@ async fn a_request_the_database_refuses_fails_alone_and_its_neighbours_commit() 
 async fn past_capacity_a_request_is_refused_before_its_signature_is_checked() {
     let app = TestApp::builder()
         .append_database_toml("commit_timeout_ms = 1900\n")
-        .write_config()
-        .await
-        .append_server_toml("min_in_flight = 2")
+        .server_toml("min_in_flight = 2")
         .start()
         .await;
     // Hold the inbox so the two admitted requests wait on their commit.
-    let mut lock = app.db.begin().await.unwrap();
-    sqlx::query("LOCK TABLE webhook_inbox IN EXCLUSIVE MODE")
-        .execute(&mut *lock)
-        .await
-        .unwrap();
+    let lock = holding(&app.db, "LOCK TABLE webhook_inbox IN EXCLUSIVE MODE").await;
     let waiting = [
         post_later(&app, "evt_wait_1"),
         post_later(&app, "evt_wait_2"),
@@ -178,8 +172,7 @@ async fn past_capacity_a_request_is_refused_before_its_signature_is_checked() {
         assert_eq!(answer.status, 200, "{answer:?}");
     }
     // Capacity is back: the next request is admitted and verified as usual.
-    let (headers, body) = signed_stripe_event("evt_after");
-    assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
+    app.post_stripe("evt_after").await.assert_status(200);
     assert_eq!(app.count("webhook_inbox").await, 3);
     let text = app.metrics().await;
     assert!(
@@ -256,14 +249,13 @@ async fn events_of_one_batch_keep_their_spans_and_a_shared_event_keeps_its_owner
     // Each row's span, and the body it points into: the shared event keeps its first
     // request's span and payload.
     type Stored = (String, Option<i64>, Option<i64>, uuid::Uuid);
-    let refs: Vec<Stored> = sqlx::query_as(
+    let refs: Vec<Stored> = all_rows(
+        &db,
         "SELECT i.provider_event_id, i.payload_start, i.payload_end, p.payload_ref
          FROM webhook_inbox i JOIN webhook_payloads p ON p.payload_ref = i.raw_payload_ref
          ORDER BY i.provider_event_id",
     )
-    .fetch_all(&db)
-    .await
-    .unwrap();
+    .await;
     let mut rows = Vec::new();
     for (id, start, end, payload_ref) in refs {
         let body = crate::support::app::opened_payload(&db, payload_ref).await;
@@ -292,10 +284,7 @@ async fn events_of_one_batch_keep_their_spans_and_a_shared_event_keeps_its_owner
 /// table: here 200 requests one after another would have read about 20,000 rows.
 #[tokio::test]
 async fn acceptance_reads_stored_events_by_index_not_by_scanning_the_inbox() {
-    let app = TestApp::builder()
-        .append_toml(&worker_toml(0))
-        .start()
-        .await;
+    let app = TestApp::builder().workers(0).start().await;
     let n = 200_i64;
     for i in 0..n {
         let (headers, body) = signed_stripe_event(&format!("evt_scan_{i}"));
@@ -348,11 +337,7 @@ async fn one_transaction_held(
     sqlx::Transaction<'static, sqlx::Postgres>,
     tokio::task::JoinHandle<Answer>,
 ) {
-    let mut lock = app.db.begin().await.unwrap();
-    sqlx::query("LOCK TABLE webhook_inbox IN EXCLUSIVE MODE")
-        .execute(&mut *lock)
-        .await
-        .unwrap();
+    let lock = holding(&app.db, "LOCK TABLE webhook_inbox IN EXCLUSIVE MODE").await;
     let first = post_later(app, id);
     until_waiting(app, 1, "the first transaction in flight").await;
     (lock, first)

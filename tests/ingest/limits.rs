@@ -20,24 +20,12 @@ async fn body_at_the_limit_is_accepted_one_byte_over_is_413() {
         .start()
         .await;
     let at = github_body(limit);
-    let answer = app
-        .post("github", &refs(&signed_github_headers(&at, "at-limit")), at)
-        .await;
-    assert_eq!(
-        (answer.status, answer.code()),
-        (200, "accepted"),
-        "{answer:?}"
-    );
+    let answer = app.post_github(at, "at-limit").await;
+    answer.assert_accepted("");
 
     let over = github_body(limit + 1);
-    let answer = app
-        .post(
-            "github",
-            &refs(&signed_github_headers(&over, "over-limit")),
-            over,
-        )
-        .await;
-    assert_eq!((answer.status, answer.code()), (413, "payload_too_large"));
+    let answer = app.post_github(over, "over-limit").await;
+    answer.assert_is(413, "payload_too_large", "");
 
     // Chunked (no Content-Length): refused while streaming.
     let over = github_body(limit + 1);
@@ -166,7 +154,7 @@ async fn too_many_or_too_large_headers_are_431() {
         headers.push((format!("x-filler-{i}"), "y".into()));
     }
     let answer = app.post("github", &refs(&headers), body.clone()).await;
-    assert_eq!((answer.status, answer.code()), (431, "headers_too_large"));
+    answer.assert_is(431, "headers_too_large", "");
     let mut headers = signed_github_headers(&body, "large");
     headers.push(("x-large".into(), "z".repeat(20 * 1024)));
     let answer = app.post("github", &refs(&headers), body).await;
@@ -176,23 +164,11 @@ async fn too_many_or_too_large_headers_are_431() {
 #[tokio::test]
 async fn routing_methods_and_media_types() {
     let app = TestApp::builder().start().await;
-    let health = app
-        .client
-        .get(format!("{}/healthz", app.admin))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(health.status().as_u16(), 200);
+    assert_eq!(app.get_admin("/healthz").await.status, 200);
     assert_eq!(app.readiness().await, 200);
     let answer = app.post("nope", &[], "{}").await;
-    assert_eq!((answer.status, answer.code()), (404, "unknown_endpoint"));
-    let response = app
-        .client
-        .get(format!("{}/webhooks/github", app.base))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status().as_u16(), 405);
+    answer.assert_is(404, "unknown_endpoint", "");
+    assert_eq!(app.get("/webhooks/github").await.status, 405);
     let body = b"{}".to_vec();
     let mut headers = signed_github_headers(&body, "media");
     headers.push((
@@ -200,16 +176,15 @@ async fn routing_methods_and_media_types() {
         "multipart/form-data; boundary=x".into(),
     ));
     let answer = app.post("github", &refs(&headers), body.clone()).await;
-    assert_eq!(
-        (answer.status, answer.code()),
-        (415, "unsupported_media_type")
-    );
+    answer.assert_is(415, "unsupported_media_type", "");
     let mut headers = signed_github_headers(&body, "media");
     headers.push((
         "content-type".into(),
         "application/vnd.github+json; charset=utf-8".into(),
     ));
-    assert_eq!(app.post("github", &refs(&headers), body).await.status, 200);
+    app.post("github", &refs(&headers), body)
+        .await
+        .assert_status(200);
 
     // Each request is counted by endpoint and outcome; unknown endpoints share one label.
     let metrics = app.metrics().await;

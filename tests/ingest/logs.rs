@@ -7,55 +7,43 @@ use crate::support::{app::*, http::*, process::*, signing::*};
 async fn request_lines_carry_outcomes_and_never_secrets_signatures_or_bodies() {
     let written = TestApp::builder()
         .add_adapter("testing/test-misbehave.wasm")
-        .add_endpoints(
-            "\n[[endpoint]]\nid = \"evil\"\nadapter = \"test-misbehave\"\nsecret = \"github\"\n",
-        );
-    let written = written.write_config().await;
+        .endpoint("evil", "test-misbehave", "github", "")
+        .write_config()
+        .await;
     let log = written.dir.path().join("wharf.log");
     let server = ServeProcess::start(&written.config_path, Some(&log)).await;
     let client = reqwest::Client::new();
     let marker = "BODY-MARKER-7f3a";
     let mut signatures = Vec::new();
+    let stripe = async |header: &str, body: Vec<u8>| {
+        post(
+            &client,
+            &server.base,
+            "stripe",
+            &[("stripe-signature", header)],
+            body,
+        )
+        .await
+    };
 
     // Accepted, then duplicate.
     let body = stripe_event("evt_logged").replace("pi_123", marker);
     let header = stripe_header(STRIPE_SECRET, now(), body.as_bytes());
     signatures.push(header.clone());
     for expected in ["accepted", "duplicate"] {
-        let answer = post(
-            &client,
-            &server.base,
-            "stripe",
-            &[("stripe-signature", &header)],
-            body.clone().into_bytes(),
-        )
-        .await;
+        let answer = stripe(&header, body.clone().into_bytes()).await;
         assert_eq!(answer.code(), expected);
     }
     // Wrong signature.
     let forged = stripe_header("whsec_forged", now(), body.as_bytes());
     signatures.push(forged.clone());
-    let answer = post(
-        &client,
-        &server.base,
-        "stripe",
-        &[("stripe-signature", &forged)],
-        body.clone().into_bytes(),
-    )
-    .await;
+    let answer = stripe(&forged, body.clone().into_bytes()).await;
     assert_eq!(answer.code(), "invalid_signature");
     // Verified but malformed.
     let bad = format!("not json {marker}");
     let header = stripe_header(STRIPE_SECRET, now(), bad.as_bytes());
     signatures.push(header.clone());
-    let answer = post(
-        &client,
-        &server.base,
-        "stripe",
-        &[("stripe-signature", &header)],
-        bad.into_bytes(),
-    )
-    .await;
+    let answer = stripe(&header, bad.into_bytes()).await;
     assert_eq!(answer.code(), "malformed");
     // GitHub, and an adapter that traps.
     let gh_body = format!("{{\"note\":\"{marker}\"}}").into_bytes();

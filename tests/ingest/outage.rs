@@ -90,20 +90,14 @@ async fn database_cut_mid_run_answers_503_and_recovers_without_restart() {
     let app = TestApp::builder().database_url(via_proxy).start().await;
     let db = sqlx::PgPool::connect(&real).await.unwrap();
 
-    let (headers, body) = signed_stripe_event("evt_before");
-    assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
+    app.post_stripe("evt_before").await.assert_status(200);
 
     // The database hangs with connections open (the pool's connections go silent): the
     // answer is still a 503 within two seconds.
     proxy.set(HANG);
     let started = Instant::now();
-    let (headers, body) = signed_stripe_event("evt_hang");
-    let answer = app.post("stripe", &refs(&headers), body).await;
-    assert_eq!(
-        (answer.status, answer.code()),
-        (503, "storage_unavailable"),
-        "{answer:?}"
-    );
+    let answer = app.post_stripe("evt_hang").await;
+    answer.assert_is(503, "storage_unavailable", "");
     assert!(
         started.elapsed() < Duration::from_secs(2),
         "503 took {:?}",
@@ -120,11 +114,7 @@ async fn database_cut_mid_run_answers_503_and_recovers_without_restart() {
             "503 took {:?}",
             started.elapsed()
         );
-        assert_eq!(
-            (answer.status, answer.code()),
-            (503, "storage_unavailable"),
-            "request {i}: {answer:?}"
-        );
+        answer.assert_is(503, "storage_unavailable", format!("request {i}"));
         assert_eq!(answer.headers["retry-after"], "5");
     }
 
@@ -138,8 +128,7 @@ async fn database_cut_mid_run_answers_503_and_recovers_without_restart() {
     // The provider retries what was refused; it converges once the database is back.
     let mut recovered = false;
     for _ in 0..50 {
-        let (headers, body) = signed_stripe_event("evt_during_0");
-        let answer = app.post("stripe", &refs(&headers), body).await;
+        let answer = app.post_stripe("evt_during_0").await;
         assert!(answer.status == 200 || answer.status == 503, "{answer:?}");
         if answer.status == 200 {
             recovered = true;

@@ -10,22 +10,11 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use wharf::config::Config;
 
-use crate::support::{app::*, http::*, signing::*};
-
-/// A freshly signed Stripe event with this id, posted to `endpoint` (a stripe endpoint).
-async fn post_stripe(app: &TestApp, endpoint: &str, id: &str) -> Answer {
-    let (headers, body) = signed_stripe_event(id);
-    app.post(endpoint, &refs(&headers), body).await
-}
+use crate::support::{app::*, http::*};
 
 async fn post_github(app: &TestApp, delivery: &str) -> Answer {
     let body = format!("{{\"delivery\":\"{delivery}\"}}").into_bytes();
-    app.post(
-        "github",
-        &refs(&signed_github_headers(&body, delivery)),
-        body,
-    )
-    .await
+    app.post_github(body, delivery).await
 }
 
 fn retry_after(answer: &Answer) -> u64 {
@@ -40,47 +29,27 @@ fn retry_after(answer: &Answer) -> u64 {
 }
 
 fn assert_limited(answer: &Answer) {
-    assert_eq!(
-        (answer.status, answer.code()),
-        (429, "rate_limited"),
-        "{answer:?}"
-    );
+    answer.assert_is(429, "rate_limited", "");
     assert!(answer.json["message"].is_string(), "{answer:?}");
     assert!(retry_after(answer) >= 1, "{answer:?}");
 }
 
-/// `support::http::metric` as a count.
-fn metric(metrics: &str, series: &str) -> u64 {
-    crate::support::http::metric(metrics, series) as u64
-}
+const LIMIT_0_5_BURST_2: &str = "rate_limit = { per_second = 0.5, burst = 2 }";
+const LIMIT_0_1_BURST_1: &str = "rate_limit = { per_second = 0.1, burst = 1 }";
 
 #[tokio::test]
 async fn past_the_burst_429_rate_limited_with_retry_after_then_a_token_comes_back() {
     let app = TestApp::builder()
-        .add_endpoints(
-            r#"
-[[endpoint]]
-id = "stripe-limited"
-adapter = "stripe"
-secret = "stripe"
-rate_limit = { per_second = 0.5, burst = 2 }
-"#,
-        )
+        .endpoint("stripe-limited", "stripe", "stripe", LIMIT_0_5_BURST_2)
         .start()
         .await;
     // A GET to an endpoint without GET handshakes is 405 and takes no token.
-    let get = app
-        .client
-        .get(format!("{}/webhooks/stripe-limited", app.base))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(get.status().as_u16(), 405);
+    assert_eq!(app.get("/webhooks/stripe-limited").await.status, 405);
 
     let (first, second, third) = tokio::join!(
-        post_stripe(&app, "stripe-limited", "evt_rl_1"),
-        post_stripe(&app, "stripe-limited", "evt_rl_2"),
-        post_stripe(&app, "stripe-limited", "evt_rl_3"),
+        app.post_stripe_to("stripe-limited", "evt_rl_1"),
+        app.post_stripe_to("stripe-limited", "evt_rl_2"),
+        app.post_stripe_to("stripe-limited", "evt_rl_3"),
     );
     let mut answers = [first, second, third];
     answers.sort_by_key(|a| a.status);
@@ -93,38 +62,29 @@ rate_limit = { per_second = 0.5, burst = 2 }
     assert_eq!(app.count("webhook_inbox").await, 2);
 
     // Other endpoints are not limited by this one.
-    assert_eq!(
-        post_stripe(&app, "stripe", "evt_free").await.code(),
-        "accepted"
-    );
+    app.post_stripe_to("stripe", "evt_free")
+        .await
+        .assert_accepted("evt_free");
 
     // Once Retry-After has passed, one more is taken.
     tokio::time::sleep(Duration::from_secs(wait)).await;
-    let answer = post_stripe(&app, "stripe-limited", "evt_rl_4").await;
-    assert_eq!(answer.code(), "accepted", "{answer:?}");
+    app.post_stripe_to("stripe-limited", "evt_rl_4")
+        .await
+        .assert_accepted("evt_rl_4");
     assert_eq!(app.count("webhook_inbox").await, 4);
 
-    let metrics = app.metrics().await;
-    let limited = r#"wharf_requests_total{endpoint="stripe-limited",outcome="rate_limited"}"#;
-    assert_eq!(metric(&metrics, limited), 1, "{metrics}");
-    let scope = r#"wharf_rate_limited_total{endpoint="stripe-limited",scope="endpoint"}"#;
-    assert_eq!(metric(&metrics, scope), 1, "{metrics}");
-    let accepted = r#"wharf_requests_total{endpoint="stripe-limited",outcome="accepted"}"#;
-    assert_eq!(metric(&metrics, accepted), 3, "{metrics}");
+    app.assert_metrics(&[
+        r#"wharf_requests_total{endpoint="stripe-limited",outcome="rate_limited"} 1"#,
+        r#"wharf_rate_limited_total{endpoint="stripe-limited",scope="endpoint"} 1"#,
+        r#"wharf_requests_total{endpoint="stripe-limited",outcome="accepted"} 3"#,
+    ])
+    .await;
 }
 
 #[tokio::test]
 async fn a_limited_request_is_answered_from_its_head_without_reading_the_body() {
     let app = TestApp::builder()
-        .add_endpoints(
-            r#"
-[[endpoint]]
-id = "github-limited"
-adapter = "github"
-secret = "github"
-rate_limit = { per_second = 0.1, burst = 1 }
-"#,
-        )
+        .endpoint("github-limited", "github", "github", LIMIT_0_1_BURST_1)
         .start()
         .await;
     // The one token goes to a request the adapter refuses (401): it was taken all the same.
@@ -152,10 +112,11 @@ rate_limit = { per_second = 0.1, burst = 1 }
         "answered after {:?}",
         sent.elapsed()
     );
-    let metrics = app.metrics().await;
-    assert_eq!(metric(&metrics, "wharf_http_body_bytes_reserved"), 0);
-    let limited = r#"wharf_requests_total{endpoint="github-limited",outcome="rate_limited"}"#;
-    assert_eq!(metric(&metrics, limited), 1, "{metrics}");
+    app.assert_metrics(&[
+        r#"wharf_http_body_bytes_reserved 0"#,
+        r#"wharf_requests_total{endpoint="github-limited",outcome="rate_limited"} 1"#,
+    ])
+    .await;
 }
 
 #[tokio::test]
@@ -164,14 +125,11 @@ async fn a_limited_request_never_calls_the_adapter_post_or_get() {
     // that means the adapter was not called.
     let app = TestApp::builder()
         .add_adapter("testing/test-misbehave.wasm")
-        .add_endpoints(
-            r#"
-[[endpoint]]
-id = "evil"
-adapter = "test-misbehave"
-secret = "github"
-rate_limit = { per_second = 0.1, burst = 2 }
-"#,
+        .endpoint(
+            "evil",
+            "test-misbehave",
+            "github",
+            "rate_limit = { per_second = 0.1, burst = 2 }",
         )
         .start()
         .await;
@@ -186,135 +144,69 @@ rate_limit = { per_second = 0.1, burst = 2 }
         )
     };
     // test-misbehave serves GET handshakes: a GET reaches its adapter, and is limited alike.
-    let get = || async {
-        let response = app
-            .client
-            .get(format!("{}/webhooks/evil", app.base))
-            .header("x-misbehave", "trap")
-            .send()
-            .await
-            .unwrap();
-        let status = response.status().as_u16();
-        let retry_after = response.headers().get("retry-after").cloned();
-        let json: serde_json::Value = response.json().await.unwrap();
-        (
-            status,
-            json["error"].as_str().unwrap().to_owned(),
-            retry_after,
-        )
-    };
+    let get = || app.get_with("/webhooks/evil", &[("x-misbehave", "trap")]);
 
-    let answer = post().await;
-    assert_eq!((answer.status, answer.code()), (503, "adapter_unavailable"));
-    let (status, code, _) = get().await;
-    assert_eq!((status, code.as_str()), (503, "adapter_unavailable"));
+    post().await.assert_is(503, "adapter_unavailable", "post");
+    get().await.assert_is(503, "adapter_unavailable", "get");
     // The burst is spent: neither method reaches the adapter now.
     for _ in 0..3 {
         assert_limited(&post().await);
-        let (status, code, retry_after) = get().await;
-        assert_eq!((status, code.as_str()), (429, "rate_limited"));
-        assert!(retry_after.is_some());
+        let answer = get().await;
+        answer.assert_is(429, "rate_limited", "get");
+        assert!(answer.headers.contains_key("retry-after"), "{answer:?}");
     }
 
-    let metrics = app.metrics().await;
-    let failed = r#"wharf_requests_total{endpoint="evil",outcome="adapter_unavailable"}"#;
-    assert_eq!(metric(&metrics, failed), 2, "{metrics}");
-    let limited = r#"wharf_requests_total{endpoint="evil",outcome="rate_limited"}"#;
-    assert_eq!(metric(&metrics, limited), 6, "{metrics}");
-    let scope = r#"wharf_rate_limited_total{endpoint="evil",scope="endpoint"}"#;
-    assert_eq!(metric(&metrics, scope), 6, "{metrics}");
+    app.assert_metrics(&[
+        r#"wharf_requests_total{endpoint="evil",outcome="adapter_unavailable"} 2"#,
+        r#"wharf_requests_total{endpoint="evil",outcome="rate_limited"} 6"#,
+        r#"wharf_rate_limited_total{endpoint="evil",scope="endpoint"} 6"#,
+    ])
+    .await;
 }
 
 #[tokio::test]
 async fn the_provider_bucket_is_shared_by_its_endpoints_and_counted_by_scope() {
     let app = TestApp::builder()
-        .add_endpoints(
-            r#"
-[[endpoint]]
-id = "stripe-a"
-adapter = "stripe"
-secret = "stripe"
-rate_limit = { per_second = 0.1, burst = 1 }
-
-[[endpoint]]
-id = "stripe-b"
-adapter = "stripe"
-secret = "stripe"
-
-[[provider]]
-adapter = "stripe"
-rate_limit = { per_second = 0.1, burst = 3 }
-"#,
+        .endpoint("stripe-a", "stripe", "stripe", LIMIT_0_1_BURST_1)
+        .endpoint("stripe-b", "stripe", "stripe", "")
+        .append_toml(
+            "[[provider]]\nadapter = \"stripe\"\nrate_limit = { per_second = 0.1, burst = 3 }\n",
         )
         .start()
         .await;
     // stripe-a takes its one token and one of the provider's three ...
-    assert_eq!(
-        post_stripe(&app, "stripe-a", "evt_a1").await.code(),
-        "accepted"
-    );
+    app.post_stripe_to("stripe-a", "evt_a1")
+        .await
+        .assert_accepted("evt_a1");
     // ... and is then refused by its own bucket, which takes nothing from the provider's.
-    let refused = post_stripe(&app, "stripe-a", "evt_a2").await;
+    let refused = app.post_stripe_to("stripe-a", "evt_a2").await;
     assert_limited(&refused);
     // The provider's two remaining tokens go to stripe-b, then it is refused by the provider.
-    assert_eq!(
-        post_stripe(&app, "stripe-b", "evt_b1").await.code(),
-        "accepted"
-    );
-    assert_eq!(
-        post_stripe(&app, "stripe-b", "evt_b2").await.code(),
-        "accepted"
-    );
-    let refused = post_stripe(&app, "stripe-b", "evt_b3").await;
+    for id in ["evt_b1", "evt_b2"] {
+        app.post_stripe_to("stripe-b", id).await.assert_accepted(id);
+    }
+    let refused = app.post_stripe_to("stripe-b", "evt_b3").await;
     assert_limited(&refused);
     // Another adapter's endpoint is unaffected.
     for i in 0..5 {
-        let answer = post_github(&app, &format!("gh-{i}")).await;
-        assert_eq!(answer.code(), "accepted", "{answer:?}");
+        post_github(&app, &format!("gh-{i}"))
+            .await
+            .assert_accepted("github");
     }
     assert_eq!(app.count("webhook_inbox").await, 8);
 
-    let metrics = app.metrics().await;
-    for (series, count) in [
-        (
-            r#"wharf_rate_limited_total{endpoint="stripe-a",scope="endpoint"}"#,
-            1,
-        ),
-        (
-            r#"wharf_rate_limited_total{endpoint="stripe-a",scope="provider"}"#,
-            0,
-        ),
-        (
-            r#"wharf_rate_limited_total{endpoint="stripe-b",scope="provider"}"#,
-            1,
-        ),
-        (
-            r#"wharf_rate_limited_total{endpoint="stripe-b",scope="endpoint"}"#,
-            0,
-        ),
-        (
-            r#"wharf_requests_total{endpoint="stripe-a",outcome="rate_limited"}"#,
-            1,
-        ),
-        (
-            r#"wharf_requests_total{endpoint="stripe-b",outcome="rate_limited"}"#,
-            1,
-        ),
-        (
-            r#"wharf_requests_total{endpoint="stripe-b",outcome="accepted"}"#,
-            2,
-        ),
-        (
-            r#"wharf_requests_total{endpoint="github",outcome="accepted"}"#,
-            5,
-        ),
-        (
-            r#"wharf_requests_total{endpoint="github",outcome="rate_limited"}"#,
-            0,
-        ),
-    ] {
-        assert_eq!(metric(&metrics, series), count, "{series}\n{metrics}");
-    }
+    app.assert_metrics(&[
+        r#"wharf_rate_limited_total{endpoint="stripe-a",scope="endpoint"} 1"#,
+        r#"wharf_rate_limited_total{endpoint="stripe-a",scope="provider"} 0"#,
+        r#"wharf_rate_limited_total{endpoint="stripe-b",scope="provider"} 1"#,
+        r#"wharf_rate_limited_total{endpoint="stripe-b",scope="endpoint"} 0"#,
+        r#"wharf_requests_total{endpoint="stripe-a",outcome="rate_limited"} 1"#,
+        r#"wharf_requests_total{endpoint="stripe-b",outcome="rate_limited"} 1"#,
+        r#"wharf_requests_total{endpoint="stripe-b",outcome="accepted"} 2"#,
+        r#"wharf_requests_total{endpoint="github",outcome="accepted"} 5"#,
+        r#"wharf_requests_total{endpoint="github",outcome="rate_limited"} 0"#,
+    ])
+    .await;
 }
 
 #[tokio::test]
@@ -361,19 +253,9 @@ async fn rate_limits_out_of_range_or_for_an_unused_adapter_refuse_start_naming_t
         )
         .write_config()
         .await;
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_wharf"))
-        .arg("serve")
-        .arg("--config")
-        .arg(&written.config_path)
-        .output()
-        .await
-        .unwrap();
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains(
-            "provider \"github\": rate_limit.burst = 0 is out of range: allowed 1..=1000000"
-        ),
-        "{stderr}"
-    );
+    written
+        .assert_refused(&[
+            "provider \"github\": rate_limit.burst = 0 is out of range: allowed 1..=1000000",
+        ])
+        .await;
 }

@@ -101,12 +101,11 @@ async fn send(client: &reqwest::Client, base: &str, delivery: &str) -> Answer {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_swaps_under_load_never_fail_a_request_and_never_serve_a_bad_file() {
     let written = TestApp::builder()
-        .admin_token(TEST_ADMIN_TOKEN)
-        .add_adapter("testing/test-reload.wasm")
-        .add_endpoints(ENDPOINT)
+        .with_admin()
+        .add_adapter_for("testing/test-reload.wasm", ENDPOINT)
         .write_config()
         .await;
-    let adapters = written.dir.path().join("adapters");
+    let adapters = written.adapters_dir();
     copy_tree(
         &adapter_file("testing/test-reload.fixtures"),
         &adapters.join("test-reload.fixtures"),
@@ -249,7 +248,7 @@ async fn ten_swaps_under_load_never_fail_a_request_and_never_serve_a_bad_file() 
     std::fs::remove_file(&file).unwrap();
     wait_for(&client, &admin, "the removal", |s| s["state"] == "removed").await;
     let answer = send(&client, &server.base, "while-removed").await;
-    assert_eq!((answer.status, answer.code()), (503, "adapter_unavailable"));
+    answer.assert_is(503, "adapter_unavailable", "");
     install_atomically(&file, &patched("reload-v10"));
     wait_for(&client, &admin, "the return", |s| {
         s["version"] == "reload-v10"
@@ -327,11 +326,8 @@ fn check_log(log: &Path, markers: &[(String, &str)]) {
 
 #[tokio::test]
 async fn a_file_refused_at_start_serves_once_fixed_and_a_second_file_cannot_take_a_name() {
-    let written = TestApp::builder()
-        .admin_token(TEST_ADMIN_TOKEN)
-        .write_config()
-        .await;
-    let adapters = written.dir.path().join("adapters");
+    let written = TestApp::builder().with_admin().write_config().await;
+    let adapters = written.adapters_dir();
     let github = adapters.join("github.wasm");
     std::fs::write(&github, b"not wasm at all").unwrap();
     let app = written.start().await;
@@ -380,24 +376,17 @@ async fn a_file_refused_at_start_serves_once_fixed_and_a_second_file_cannot_take
             .contains("adapter name \"stripe\" is already served by stripe.wasm"),
         "{refused}"
     );
-    let (headers, body) = signed_stripe_event("evt_after_copy");
-    assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
+    app.post_stripe("evt_after_copy").await.assert_status(200);
 
     // A file that was not a component at start is refused, and serves once it is fixed.
     let refused = wait("github.wasm", "refused").await;
     assert!(refused["version"].is_null(), "{refused}");
     let body = b"{}".to_vec();
-    let answer = app
-        .post(
-            "github",
-            &refs(&signed_github_headers(&body, "gh-refused")),
-            body.clone(),
-        )
-        .await;
-    assert_eq!(
-        (answer.status, answer.code()),
-        (503, "adapter_unavailable"),
-        "a refused file with no earlier version leaves the adapter unloaded"
+    let answer = app.post_github(body.clone(), "gh-refused").await;
+    answer.assert_is(
+        503,
+        "adapter_unavailable",
+        "a refused file with no earlier version leaves the adapter unloaded",
     );
     install_atomically(
         &github,
@@ -405,13 +394,7 @@ async fn a_file_refused_at_start_serves_once_fixed_and_a_second_file_cannot_take
     );
     let serving = wait("github.wasm", "serving").await;
     assert!(serving["last_error"].is_null(), "{serving}");
-    let answer = app
-        .post(
-            "github",
-            &refs(&signed_github_headers(&body, "gh-fixed")),
-            body,
-        )
-        .await;
+    let answer = app.post_github(body, "gh-fixed").await;
     assert_eq!(answer.status, 200, "{answer:?}");
 }
 
@@ -493,11 +476,11 @@ fn status_of<'a>(all: &'a [serde_json::Value], file: &str) -> &'a serde_json::Va
 #[tokio::test]
 async fn duplicate_names_serve_the_first_file_in_name_order_at_start_and_on_reload() {
     let written = TestApp::builder()
-        .admin_token(TEST_ADMIN_TOKEN)
+        .with_admin()
         .add_endpoints(ENDPOINT)
         .write_config()
         .await;
-    let adapters = written.dir.path().join("adapters");
+    let adapters = written.adapters_dir();
     std::fs::write(adapters.join("a-reload.wasm"), patched("reload-v01")).unwrap();
     std::fs::write(adapters.join("b-reload.wasm"), patched("reload-t02")).unwrap();
     let app = written.start().await;
@@ -542,10 +525,10 @@ async fn duplicate_names_serve_the_first_file_in_name_order_at_start_and_on_relo
         );
     }
     let trapped = answer(2).await;
-    assert_eq!(
-        (trapped.status, trapped.code()),
-        (503, "adapter_unavailable"),
-        "the trapping 0-reload.wasm answers"
+    trapped.assert_is(
+        503,
+        "adapter_unavailable",
+        "the trapping 0-reload.wasm answers",
     );
 
     // Each removal hands the name to the next file in name order, without re-vetting it.
@@ -592,11 +575,11 @@ fn fixtures_with_linked_body(from: &str, dest: &Path, target: &Path) {
 #[tokio::test]
 async fn a_fixture_read_through_a_symlink_refuses_its_adapter_and_leaks_nothing() {
     let written = TestApp::builder()
-        .admin_token(TEST_ADMIN_TOKEN)
+        .with_admin()
         .add_endpoints(ENDPOINT)
         .write_config()
         .await;
-    let adapters = written.dir.path().join("adapters");
+    let adapters = written.adapters_dir();
     let secrets = written.secrets_path.clone();
     // At start: stripe's fixtures point a body at the secrets file.
     fixtures_with_linked_body(
@@ -615,9 +598,8 @@ async fn a_fixture_read_through_a_symlink_refuses_its_adapter_and_leaks_nothing(
             .contains("body: is a symlink"),
         "{stripe}"
     );
-    let (headers, body) = signed_stripe_event("evt_linked");
-    let answer = app.post("stripe", &refs(&headers), body).await;
-    assert_eq!((answer.status, answer.code()), (503, "adapter_unavailable"));
+    let answer = app.post_stripe("evt_linked").await;
+    answer.assert_is(503, "adapter_unavailable", "");
 
     // On reload: a new adapter whose fixtures do the same is refused too.
     fixtures_with_linked_body(
@@ -641,7 +623,7 @@ async fn a_fixture_read_through_a_symlink_refuses_its_adapter_and_leaks_nothing(
         "{reload}"
     );
     let answer = send(&client, &app.base, "linked").await;
-    assert_eq!((answer.status, answer.code()), (503, "adapter_unavailable"));
+    answer.assert_is(503, "adapter_unavailable", "");
 
     // Nothing of the secrets file reaches what an operator or a log reader sees.
     let shown = get_text(&client, &format!("{}/admin/adapters", app.admin)).await;
@@ -660,13 +642,7 @@ async fn a_fixture_read_through_a_symlink_refuses_its_adapter_and_leaks_nothing(
 #[tokio::test]
 async fn removing_an_adapter_file_takes_effect_promptly_without_the_poll() {
     let written = TestApp::builder().write_config().await;
-    let server = ServeProcess::start_with(
-        &["serve"],
-        &written.config_path,
-        None,
-        &[("WHARF_WATCH_POLL_MS", "600000")],
-    )
-    .await;
+    let server = ServeProcess::start_without_poll(&written.config_path).await;
     let client = reqwest::Client::new();
     let body = b"{}".to_vec();
     let github = async |delivery: &str| {

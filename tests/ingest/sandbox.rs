@@ -34,18 +34,13 @@ async fn misbehave(app: &TestApp, mode: &str) -> Answer {
 async fn looping_allocating_trapping_recursing_and_bloated_adapters_are_503_and_the_host_stays_up()
 {
     let app = TestApp::builder()
-        .add_adapter("testing/test-misbehave.wasm")
-        .add_endpoints(ENDPOINTS)
+        .add_adapter_for("testing/test-misbehave.wasm", ENDPOINTS)
         .start()
         .await;
     for (round, mode) in MODES.iter().chain(&["missing"]).chain(&MODES).enumerate() {
         let started = Instant::now();
         let answer = misbehave(&app, mode).await;
-        assert_eq!(
-            (answer.status, answer.code()),
-            (503, "adapter_unavailable"),
-            "{mode}: {answer:?}"
-        );
+        answer.assert_is(503, "adapter_unavailable", mode);
         assert!(answer.headers.contains_key("retry-after"));
         assert!(
             started.elapsed() < Duration::from_secs(2),
@@ -62,11 +57,7 @@ async fn looping_allocating_trapping_recursing_and_bloated_adapters_are_503_and_
                 body,
             )
             .await;
-        assert_eq!(
-            (answer.status, answer.code()),
-            (200, "accepted"),
-            "after {mode}: {answer:?}"
-        );
+        answer.assert_accepted(format!("after {mode}"));
     }
     // Many at once beside valid traffic: the concurrency permit keeps the pool from being
     // exhausted, and guest CPU stays off the threads that acknowledge and commit.
@@ -105,8 +96,7 @@ async fn looping_allocating_trapping_recursing_and_bloated_adapters_are_503_and_
 #[tokio::test]
 async fn an_instance_serves_one_request_only() {
     let app = TestApp::builder()
-        .add_adapter("testing/test-misbehave.wasm")
-        .add_endpoints(ENDPOINTS)
+        .add_adapter_for("testing/test-misbehave.wasm", ENDPOINTS)
         .start()
         .await;
     let ts = now();
@@ -127,11 +117,7 @@ async fn an_instance_serves_one_request_only() {
                 body,
             )
             .await;
-        assert_eq!(
-            (answer.status, answer.code()),
-            (200, "accepted"),
-            "{answer:?}"
-        );
+        answer.assert_accepted("");
     }
     let ids: Vec<String> =
         sqlx::query_scalar("SELECT provider_event_id FROM webhook_inbox ORDER BY 1")

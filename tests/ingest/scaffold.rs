@@ -113,9 +113,9 @@ async fn a_new_adapter_builds_passes_its_fixtures_and_serves_after_a_hot_reload(
         ("content-type", "application/json"),
     ];
     let answer = app.post("demo", &headers, body.clone()).await;
-    assert_eq!((answer.status, answer.code()), (503, "adapter_unavailable"));
+    answer.assert_is(503, "adapter_unavailable", "");
 
-    let adapters = app.config.dir.path().join("adapters");
+    let adapters = app.config.adapters_dir();
     copy_tree(
         &checkout.path().join("adapters/demo/fixtures"),
         &adapters.join("demo.fixtures"),

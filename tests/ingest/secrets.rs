@@ -33,32 +33,25 @@ fn signed_with(secret: &str, id: &str) -> (String, String) {
     (stripe_header(secret, now(), body.as_bytes()), body)
 }
 
+/// POSTs a Stripe event `id` signed with `secret` to the app's `stripe` endpoint.
+async fn send(app: &TestApp, secret: &str, id: &str) -> Answer {
+    post_signed(&app.client, &app.base, secret, id).await
+}
+
 #[tokio::test]
 async fn current_and_previous_versions_are_accepted_and_recorded() {
     let app = TestApp::builder().start().await;
-    let (header, body) = signed_with(STRIPE_SECRET, "evt_current");
-    assert_eq!(
-        app.post("stripe", &[("stripe-signature", &header)], body)
-            .await
-            .status,
-        200
-    );
+    send(&app, STRIPE_SECRET, "evt_current")
+        .await
+        .assert_status(200);
     assert_eq!(matched_version(&app, "evt_current").await, "2026-11");
-    let (header, body) = signed_with(STRIPE_OLD_SECRET, "evt_previous");
-    assert_eq!(
-        app.post("stripe", &[("stripe-signature", &header)], body)
-            .await
-            .status,
-        200
-    );
+    send(&app, STRIPE_OLD_SECRET, "evt_previous")
+        .await
+        .assert_status(200);
     assert_eq!(matched_version(&app, "evt_previous").await, "2026-10");
-    let (header, body) = signed_with("whsec_never_configured", "evt_unknown");
-    assert_eq!(
-        app.post("stripe", &[("stripe-signature", &header)], body)
-            .await
-            .status,
-        401
-    );
+    send(&app, "whsec_never_configured", "evt_unknown")
+        .await
+        .assert_status(401);
 }
 
 #[tokio::test]
@@ -81,18 +74,11 @@ value = "{GITHUB_SECRET}"
 "#
     );
     let app = TestApp::builder().secrets_file(secrets).start().await;
-    let (header, body) = signed_with(STRIPE_OLD_SECRET, "evt_retired");
-    let answer = app
-        .post("stripe", &[("stripe-signature", &header)], body)
-        .await;
-    assert_eq!((answer.status, answer.code()), (401, "invalid_signature"));
-    let (header, body) = signed_with(STRIPE_SECRET, "evt_new");
-    assert_eq!(
-        app.post("stripe", &[("stripe-signature", &header)], body)
-            .await
-            .status,
-        200
-    );
+    let answer = send(&app, STRIPE_OLD_SECRET, "evt_retired").await;
+    answer.assert_is(401, "invalid_signature", "");
+    send(&app, STRIPE_SECRET, "evt_new")
+        .await
+        .assert_status(200);
 
     let vector = &vectors("standard-webhooks.json")["vectors"][0];
     let headers: Vec<(String, String)> = vector["headers"]
@@ -104,7 +90,7 @@ value = "{GITHUB_SECRET}"
     let answer = app
         .post("std", &refs(&headers), vector["body"].as_str().unwrap())
         .await;
-    assert_eq!((answer.status, answer.code()), (503, "secrets_unavailable"));
+    answer.assert_is(503, "secrets_unavailable", "");
     assert!(answer.headers.contains_key("retry-after"));
     assert_eq!(app.count("webhook_inbox").await, 1);
 }
@@ -113,10 +99,7 @@ value = "{GITHUB_SECRET}"
 async fn rotation_by_editing_the_file_without_restart() {
     let app = TestApp::builder().start().await;
     let rotated = "whsec_rotated_2026_12";
-    let (header, body) = signed_with(rotated, "evt_rotated");
-    let answer = app
-        .post("stripe", &[("stripe-signature", &header)], body.clone())
-        .await;
+    let answer = send(&app, rotated, "evt_rotated").await;
     assert_eq!(answer.status, 401, "not yet trusted");
 
     // Rotate: the new secret first, the current one kept as previous. Written the way
@@ -130,23 +113,13 @@ async fn rotation_by_editing_the_file_without_restart() {
     let tmp = file.with_extension("tmp");
     std::fs::write(&tmp, text).unwrap();
     std::fs::rename(&tmp, file).unwrap();
-    let accepted = eventually(async || {
-        let (header, body) = signed_with(rotated, "evt_rotated");
-        app.post("stripe", &[("stripe-signature", &header)], body)
-            .await
-            .status
-            == 200
-    })
-    .await;
+    let accepted =
+        eventually(async || send(&app, rotated, "evt_rotated").await.status == 200).await;
     assert!(accepted, "the rotated secret is trusted without a restart");
     assert_eq!(matched_version(&app, "evt_rotated").await, "2026-12");
-    let (header, body) = signed_with(STRIPE_SECRET, "evt_previous_still_ok");
-    assert_eq!(
-        app.post("stripe", &[("stripe-signature", &header)], body)
-            .await
-            .status,
-        200
-    );
+    send(&app, STRIPE_SECRET, "evt_previous_still_ok")
+        .await
+        .assert_status(200);
 
     // Remove the old version by writing the file in place: it stops verifying.
     let text = std::fs::read_to_string(file).unwrap();
@@ -155,8 +128,7 @@ async fn rotation_by_editing_the_file_without_restart() {
     let text = format!("{}{}", &text[..cut], &text[end..]);
     std::fs::write(file, text).unwrap();
     let revoked = eventually(async || {
-        let (header, body) = signed_with(STRIPE_SECRET, "evt_after_revocation");
-        app.post("stripe", &[("stripe-signature", &header)], body)
+        send(&app, STRIPE_SECRET, "evt_after_revocation")
             .await
             .status
             == 401
@@ -177,10 +149,7 @@ async fn an_unreadable_secrets_file_fails_closed_until_fixed() {
     let mut probe = 0;
     let closed = eventually(async || {
         probe += 1;
-        let (header, body) = signed_with(STRIPE_SECRET, &format!("evt_probe_{probe}"));
-        let answer = app
-            .post("stripe", &[("stripe-signature", &header)], body)
-            .await;
+        let answer = send(&app, STRIPE_SECRET, &format!("evt_probe_{probe}")).await;
         answer.status == 503 && answer.code() == "secrets_unavailable"
     })
     .await;
@@ -188,11 +157,8 @@ async fn an_unreadable_secrets_file_fails_closed_until_fixed() {
     // While the file is broken, nothing is accepted.
     let before = app.count("webhook_inbox").await;
     for i in 0..5 {
-        let (header, body) = signed_with(STRIPE_SECRET, &format!("evt_closed_{i}"));
-        let answer = app
-            .post("stripe", &[("stripe-signature", &header)], body)
-            .await;
-        assert_eq!((answer.status, answer.code()), (503, "secrets_unavailable"));
+        let answer = send(&app, STRIPE_SECRET, &format!("evt_closed_{i}")).await;
+        answer.assert_is(503, "secrets_unavailable", "");
     }
     assert_eq!(app.count("webhook_inbox").await, before);
     assert_eq!(
@@ -201,14 +167,8 @@ async fn an_unreadable_secrets_file_fails_closed_until_fixed() {
         "not ready while the secrets file is unreadable"
     );
     std::fs::write(&file, good).unwrap();
-    let open = eventually(async || {
-        let (header, body) = signed_with(STRIPE_SECRET, "evt_closed");
-        app.post("stripe", &[("stripe-signature", &header)], body)
-            .await
-            .status
-            == 200
-    })
-    .await;
+    let open =
+        eventually(async || send(&app, STRIPE_SECRET, "evt_closed").await.status == 200).await;
     assert!(open, "fixing the file restores service without a restart");
     assert_eq!(app.readiness().await, 200);
 }
@@ -224,29 +184,21 @@ fn with_old_stripe_retired() -> String {
     retired
 }
 
-/// A `wharf serve` whose watchers poll every ten minutes: only folder events apply a change
-/// within a test's waits.
-async fn serve_without_poll(written: &WrittenConfig) -> ServeProcess {
-    ServeProcess::start_with(
-        &["serve"],
-        &written.config_path,
-        None,
-        &[("WHARF_WATCH_POLL_MS", "600000")],
-    )
-    .await
-}
-
-async fn stripe_status(client: &reqwest::Client, base: &str, secret: &str, id: &str) -> u16 {
+/// POSTs a Stripe event `id` signed with `secret` to `stripe` at `base`.
+async fn post_signed(client: &reqwest::Client, base: &str, secret: &str, id: &str) -> Answer {
     let (header, body) = signed_with(secret, id);
     post(
         client,
         base,
         "stripe",
-        &[("stripe-signature", header.as_str())],
-        body.into_bytes(),
+        &[("stripe-signature", &header)],
+        body,
     )
     .await
-    .status
+}
+
+async fn stripe_status(client: &reqwest::Client, base: &str, secret: &str, id: &str) -> u16 {
+    post_signed(client, base, secret, id).await.status
 }
 
 /// Polls until a request signed with `secret` answers `status`, for at most 2.5 s (the old
@@ -271,7 +223,7 @@ async fn promptly(client: &reqwest::Client, base: &str, secret: &str, status: u1
 #[tokio::test]
 async fn a_secrets_edit_applies_promptly_in_place_and_by_rename_without_the_poll() {
     let written = TestApp::builder().write_config().await;
-    let server = serve_without_poll(&written).await;
+    let server = ServeProcess::start_without_poll(&written.config_path).await;
     let client = reqwest::Client::new();
     let file = written.secrets_path.clone();
     assert_eq!(
@@ -322,7 +274,7 @@ async fn a_secrets_file_read_mid_write_is_never_trusted() {
         .secrets_file(final_text.clone())
         .write_config()
         .await;
-    let server = serve_without_poll(&written).await;
+    let server = ServeProcess::start_without_poll(&written.config_path).await;
     let client = reqwest::Client::new();
     assert_eq!(
         stripe_status(&client, &server.base, STRIPE_OLD_SECRET, "evt_before").await,

@@ -5,7 +5,7 @@
 //! headers, believed only from trusted proxies.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -156,12 +156,8 @@ fn presented(stream: &TlsStream<TcpStream>) -> CertificateDer<'static> {
         .clone()
 }
 
-/// One signed Stripe request on an open connection, kept alive; its status and JSON answer.
-async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
-    stream: &mut S,
-    event_id: &str,
-    extra_headers: &str,
-) -> (u16, serde_json::Value) {
+/// A signed Stripe request as raw HTTP/1.1 bytes, with `extra_headers` (whole lines).
+fn raw_stripe_request(event_id: &str, extra_headers: &str) -> String {
     let (headers, body) = signed_stripe_event(event_id);
     let mut request = format!(
         "POST /webhooks/stripe HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-length: {}\r\n{extra_headers}",
@@ -172,12 +168,22 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     }
     request.push_str("\r\n");
     request.push_str(&body);
+    request
+}
+
+/// One signed Stripe request on an open connection, kept alive, and its answer.
+async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
+    event_id: &str,
+    extra_headers: &str,
+) -> Answer {
+    let request = raw_stripe_request(event_id, extra_headers);
     stream.write_all(request.as_bytes()).await.unwrap();
     read_response(stream).await
 }
 
 /// Reads one answer framed by `content-length` (what the receiver always sends).
-async fn read_response<S: AsyncRead + Unpin>(stream: &mut S) -> (u16, serde_json::Value) {
+async fn read_response<S: AsyncRead + Unpin>(stream: &mut S) -> Answer {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
     let read = async {
@@ -190,9 +196,14 @@ async fn read_response<S: AsyncRead + Unpin>(stream: &mut S) -> (u16, serde_json
                     .map_or(0, |v| v.trim().parse().unwrap());
                 if buf.len() >= end + 4 + length {
                     let status = head[9..12].parse().unwrap();
-                    let json = serde_json::from_slice(&buf[end + 4..end + 4 + length])
-                        .unwrap_or(serde_json::Value::Null);
-                    return (status, json);
+                    // Header values as sent (`head` is lowercased to find the length).
+                    let headers = String::from_utf8_lossy(&buf[..end])
+                        .lines()
+                        .skip(1)
+                        .filter_map(|l| l.split_once(':'))
+                        .map(|(k, v)| (k.trim().parse().unwrap(), v.trim().parse().unwrap()))
+                        .collect();
+                    return Answer::from_parts(status, headers, &buf[end + 4..end + 4 + length]);
                 }
             }
             let n = stream
@@ -231,10 +242,10 @@ async fn a_signed_request_over_https_is_accepted_and_committed() {
         &app.base,
         "stripe",
         &refs(&headers),
-        body.into(),
+        body,
     )
     .await;
-    assert_eq!((answer.status, answer.code()), (200, "accepted"));
+    answer.assert_accepted("");
     assert_eq!(app.count("webhook_inbox").await, 1);
     // The gauge operators alert on is the serving certificate's notAfter.
     assert_eq!(metric(&app, EXPIRY).await, leaf.not_after);
@@ -248,16 +259,7 @@ async fn plain_http_to_the_tls_listener_gets_no_http_answer_and_nothing_is_store
     let app = tls_app(&files).await;
 
     let mut stream = TcpStream::connect(app.addr).await.unwrap();
-    let (headers, body) = signed_stripe_event("evt_plain");
-    let mut request = format!(
-        "POST /webhooks/stripe HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n",
-        body.len()
-    );
-    for (k, v) in &headers {
-        request.push_str(&format!("{k}: {v}\r\n"));
-    }
-    request.push_str("\r\n");
-    request.push_str(&body);
+    let request = raw_stripe_request("evt_plain", "");
     stream.write_all(request.as_bytes()).await.unwrap();
     let (answer, closed) = read_until_closed(&mut stream, Duration::from_secs(15)).await;
     assert!(closed, "the connection stays open: {answer:?}");
@@ -268,7 +270,7 @@ async fn plain_http_to_the_tls_listener_gets_no_http_answer_and_nothing_is_store
     assert_eq!(app.count("webhook_inbox").await, 0);
     // The listener still serves TLS clients afterwards.
     let mut tls = connect(&ca.connector(), app.addr).await;
-    assert_eq!(exchange(&mut tls, "evt_after_plain", "").await.0, 200);
+    assert_eq!(exchange(&mut tls, "evt_after_plain", "").await.status, 200);
     app.shutdown().await;
 }
 
@@ -281,9 +283,7 @@ async fn a_stalled_handshake_holds_a_connection_slot_and_is_cut_after_the_header
     let files = PairFiles::new(&ca.leaf("first", 30));
     let app = TestApp::builder()
         .tls(&files.cert, &files.key)
-        .write_config()
-        .await
-        .append_server_toml("header_timeout_ms = 2000\nmax_connections = 1")
+        .server_toml("header_timeout_ms = 2000\nmax_connections = 1")
         .start()
         .await;
 
@@ -293,9 +293,9 @@ async fn a_stalled_handshake_holds_a_connection_slot_and_is_cut_after_the_header
     tokio::time::sleep(Duration::from_millis(200)).await;
     let connector = ca.connector();
     let mut shed = connect(&connector, app.addr).await;
-    let (status, answer) = exchange(&mut shed, "evt_during_stall", "").await;
+    let answer = exchange(&mut shed, "evt_during_stall", "").await;
     assert_eq!(
-        (status, answer["error"].as_str()),
+        (answer.status, answer.json["error"].as_str()),
         (503, Some("overloaded"))
     );
     assert!(
@@ -312,7 +312,10 @@ async fn a_stalled_handshake_holds_a_connection_slot_and_is_cut_after_the_header
         started.elapsed()
     );
     let mut served = connect(&connector, app.addr).await;
-    assert_eq!(exchange(&mut served, "evt_after_stall", "").await.0, 200);
+    assert_eq!(
+        exchange(&mut served, "evt_after_stall", "").await.status,
+        200
+    );
     app.shutdown().await;
 }
 
@@ -335,7 +338,7 @@ async fn serving_old_pair(first_event: &str) -> Serving {
     let connector = ca.connector();
     let mut open = connect(&connector, app.addr).await;
     assert_eq!(presented(&open), old.der);
-    assert_eq!(exchange(&mut open, first_event, "").await.0, 200);
+    assert_eq!(exchange(&mut open, first_event, "").await.status, 200);
     Serving {
         ca,
         old,
@@ -367,13 +370,16 @@ async fn a_replaced_certificate_serves_new_connections_while_open_ones_keep_work
     assert_eq!(metric(&app, FAILED).await, 0);
 
     // The connection made before the swap carries another request, on the same session.
-    let (status, json) = exchange(&mut open, "evt_after_swap_same_conn", "").await;
-    assert_eq!((status, json["status"].as_str()), (200, Some("accepted")));
+    let answer = exchange(&mut open, "evt_after_swap_same_conn", "").await;
+    assert_eq!(
+        (answer.status, answer.json["status"].as_str()),
+        (200, Some("accepted"))
+    );
     assert_eq!(presented(&open), old.der);
     // A new connection gets the new certificate.
     let mut fresh = connect(&connector, app.addr).await;
     assert_eq!(presented(&fresh), new.der);
-    assert_eq!(exchange(&mut fresh, "evt_new_conn", "").await.0, 200);
+    assert_eq!(exchange(&mut fresh, "evt_new_conn", "").await.status, 200);
     assert_eq!(app.count("webhook_inbox").await, 3);
     app.shutdown().await;
 }
@@ -407,8 +413,14 @@ async fn a_broken_replacement_is_refused_and_the_old_certificate_keeps_serving()
     .await;
     let mut fresh = connect(&connector, app.addr).await;
     assert_eq!(presented(&fresh), old.der);
-    assert_eq!(exchange(&mut fresh, "evt_broken_new_conn", "").await.0, 200);
-    assert_eq!(exchange(&mut open, "evt_broken_old_conn", "").await.0, 200);
+    assert_eq!(
+        exchange(&mut fresh, "evt_broken_new_conn", "").await.status,
+        200
+    );
+    assert_eq!(
+        exchange(&mut open, "evt_broken_old_conn", "").await.status,
+        200
+    );
     assert_eq!(metric(&app, LOADED).await, 0);
     assert_eq!(metric(&app, EXPIRY).await, old.not_after);
 
@@ -422,21 +434,6 @@ async fn a_broken_replacement_is_refused_and_the_old_certificate_keeps_serving()
     app.shutdown().await;
 }
 
-/// `wharf serve` on `config`: it must exit at once with `message` on stderr.
-async fn refused_to_serve(config: &Path) -> String {
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_wharf"))
-        .arg("serve")
-        .arg("--config")
-        .arg(config)
-        .env_remove("WHARF_DATABASE_URL")
-        .env_remove("DATABASE_URL")
-        .output()
-        .await
-        .unwrap();
-    assert!(!output.status.success(), "wharf serve started");
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
 #[tokio::test]
 async fn without_tls_or_plain_http_and_with_both_the_receiver_refuses_to_start() {
     let written = TestApp::builder().write_config().await;
@@ -447,25 +444,21 @@ async fn without_tls_or_plain_http_and_with_both_the_receiver_refuses_to_start()
         text.replace("plain_http = true\n", ""),
     )
     .unwrap();
-    let stderr = refused_to_serve(&written.config_path).await;
-    assert!(
-        stderr.contains("add [server.tls] with cert_file and key_file")
-            && stderr.contains("set plain_http = true"),
-        "{stderr}"
-    );
+    written
+        .assert_refused(&[
+            "add [server.tls] with cert_file and key_file",
+            "set plain_http = true",
+        ])
+        .await;
 
     let ca = TestCa::new();
     let files = PairFiles::new(&ca.leaf("first", 30));
     let both = TestApp::builder()
         .tls(&files.cert, &files.key)
-        .write_config()
-        .await
-        .append_server_toml("plain_http = true");
-    let stderr = refused_to_serve(&both.config_path).await;
-    assert!(
-        stderr.contains("both [server.tls] and plain_http = true are set"),
-        "{stderr}"
-    );
+        .server_toml("plain_http = true");
+    let both = both.write_config().await;
+    both.assert_refused(&["both [server.tls] and plain_http = true are set"])
+        .await;
 }
 
 #[tokio::test]
@@ -517,27 +510,37 @@ async fn post_from(from: [u8; 4], to: &str, event_id: &str, extra_headers: &str)
     let socket = TcpSocket::new_v4().unwrap();
     socket.bind(SocketAddr::from((from, 0))).unwrap();
     let mut stream = socket.connect(to).await.unwrap();
-    exchange(&mut stream, event_id, extra_headers).await.0
+    exchange(&mut stream, event_id, extra_headers).await.status
 }
 
 #[tokio::test]
 async fn forwarded_client_headers_are_believed_only_from_trusted_proxies() {
     // 127.0.0.2 is the proxy; 127.0.0.1 is anybody.
     let written = TestApp::builder()
+        .server_toml("trusted_proxies = [\"127.0.0.2\", \"10.0.0.0/8\"]")
         .write_config()
-        .await
-        .append_server_toml("trusted_proxies = [\"127.0.0.2\", \"10.0.0.0/8\"]");
+        .await;
     let log = written.dir.path().join("wharf.log");
     let server = ServeProcess::start(&written.config_path, Some(&log)).await;
     let xff = "x-forwarded-for: 6.6.6.6, 203.0.113.9, 10.1.2.3\r\nx-forwarded-proto: https\r\n";
-    let forwarded = "forwarded: for=\"[2001:db8::7]:4711\";proto=https\r\n";
-    for (from, event, headers) in [
-        ([127, 0, 0, 2], "evt_via_proxy", xff),
-        ([127, 0, 0, 2], "evt_via_proxy_forwarded", forwarded),
-        ([127, 0, 0, 2], "evt_proxy_itself", ""),
-        ([127, 0, 0, 1], "evt_spoofed", xff),
-        ([127, 0, 0, 1], "evt_spoofed_forwarded", forwarded),
-    ] {
+    let fwd = "forwarded: for=\"[2001:db8::7]:4711\";proto=https\r\n";
+    // From the proxy: the right-most address that is not itself a trusted proxy. From
+    // anybody else the headers are ignored. (from, event, headers, client, scheme)
+    let (via_proxy, anybody) = ([127, 0, 0, 2], [127, 0, 0, 1]);
+    let cases = [
+        (via_proxy, "evt_via_proxy", xff, "203.0.113.9", "https"),
+        (
+            via_proxy,
+            "evt_via_proxy_forwarded",
+            fwd,
+            "2001:db8::7",
+            "https",
+        ),
+        (via_proxy, "evt_proxy_itself", "", "127.0.0.2", "http"),
+        (anybody, "evt_spoofed", xff, "127.0.0.1", "http"),
+        (anybody, "evt_spoofed_forwarded", fwd, "127.0.0.1", "http"),
+    ];
+    for (from, event, headers, _, _) in cases {
         assert_eq!(
             post_from(from, &server.base, event, headers).await,
             200,
@@ -557,26 +560,11 @@ async fn forwarded_client_headers_are_believed_only_from_trusted_proxies() {
             line["scheme"].as_str().unwrap().to_owned(),
         )
     };
-    // From the proxy: the right-most address that is not itself a trusted proxy.
-    assert_eq!(
-        client_of("evt_via_proxy"),
-        ("203.0.113.9".into(), "https".into())
-    );
-    assert_eq!(
-        client_of("evt_via_proxy_forwarded"),
-        ("2001:db8::7".into(), "https".into())
-    );
-    assert_eq!(
-        client_of("evt_proxy_itself"),
-        ("127.0.0.2".into(), "http".into())
-    );
-    // From anybody else the headers are ignored.
-    assert_eq!(
-        client_of("evt_spoofed"),
-        ("127.0.0.1".into(), "http".into())
-    );
-    assert_eq!(
-        client_of("evt_spoofed_forwarded"),
-        ("127.0.0.1".into(), "http".into())
-    );
+    for (_, event, _, client, scheme) in cases {
+        assert_eq!(
+            client_of(event),
+            (client.to_owned(), scheme.to_owned()),
+            "{event}"
+        );
+    }
 }

@@ -52,11 +52,7 @@ fn send_all(base: &str) -> String {
         .env("WHARF_URL", base)
         .output()
         .expect("send.sh runs");
-    assert!(
-        out.status.success(),
-        "send.sh: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ran(&out, "send.sh");
     String::from_utf8(out.stdout).unwrap()
 }
 

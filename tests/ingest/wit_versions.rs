@@ -14,7 +14,8 @@ fn wit_0_1_stripe() -> Vec<u8> {
 
 /// `/admin/adapters`' row for `file`.
 async fn status_of(app: &TestApp, file: &str) -> Option<serde_json::Value> {
-    let files: Vec<serde_json::Value> = app.admin_get("/admin/adapters").await.json().await.ok()?;
+    let files: Vec<serde_json::Value> =
+        serde_json::from_value(app.admin_get("/admin/adapters").await.json).ok()?;
     files.into_iter().find(|f| f["file"] == file)
 }
 
@@ -38,13 +39,8 @@ async fn wait_for_world(app: &TestApp, file: &str, sha256: &str, world: &str) {
 }
 
 async fn accepts_stripe(app: &TestApp, id: &str) {
-    let (headers, body) = signed_stripe_event(id);
-    let answer = app.post("stripe", &refs(&headers), body).await;
-    assert_eq!(
-        (answer.status, answer.code()),
-        (200, "accepted"),
-        "{answer:?}"
-    );
+    let answer = app.post_stripe(id).await;
+    answer.assert_accepted("");
     // Verification still means what it did: a changed body is refused.
     let (headers, body) = signed_stripe_event(&format!("{id}-tampered"));
     let answer = app
@@ -60,7 +56,7 @@ async fn accepts_stripe(app: &TestApp, id: &str) {
 #[tokio::test]
 async fn a_0_1_component_serves_beside_0_2_components() {
     let written = TestApp::builder()
-        .admin_token(TEST_ADMIN_TOKEN)
+        .with_admin()
         .add_adapter("slack.wasm")
         .write_config()
         .await;
@@ -87,10 +83,7 @@ async fn a_0_1_component_serves_beside_0_2_components() {
 
 #[tokio::test]
 async fn one_file_hot_reloads_from_0_2_to_0_1_and_back() {
-    let app = TestApp::builder()
-        .admin_token(TEST_ADMIN_TOKEN)
-        .start()
-        .await;
+    let app = TestApp::builder().with_admin().start().await;
     let path = app.config.dir.path().join("adapters/stripe.wasm");
     let v0_2 = std::fs::read(&path).unwrap();
     let v0_1 = wit_0_1_stripe();

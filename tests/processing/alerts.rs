@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use wharf::processing::{DeliveryRelay, Lane, Reconciler, Worker};
 
-use crate::support::{app::*, http::*, receiver::*, signing::*};
+use crate::support::{app::*, database::*, receiver::*};
 
 /// The value of the series whose line starts with `series` (labels included), if present.
 fn value(metrics: &str, series: &str) -> Option<f64> {
@@ -22,28 +22,24 @@ async fn alerting_metrics_count_what_happened() {
     let refusing = Receiver::start(always(500, Duration::ZERO)).await;
     let down = "http://127.0.0.1:9/down";
     let app = TestApp::builder()
-        .append_toml(&worker_toml(0))
+        .workers(0)
         .append_toml(&http_route_toml(&ok.url, ""))
         .append_toml(&http_route_toml(&refusing.url, "max_attempts = 1"))
         .append_toml(&http_route_toml(down, "max_attempts = 50"))
         .start()
         .await;
-    let processing = Arc::clone(&app.server.as_ref().unwrap().processing);
+    let processing = app.processing();
 
-    let (headers, body) = signed_stripe_event("evt_delivered");
-    assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
+    app.post_stripe("evt_delivered").await.assert_status(200);
     // An event whose payload is gone ends FAILED.
-    let (headers, body) = signed_stripe_event("evt_lost");
-    assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
-    let (headers, body) = signed_stripe_event("evt_delivered");
-    assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
-    sqlx::query(
+    app.post_stripe("evt_lost").await.assert_status(200);
+    app.post_stripe("evt_delivered").await.assert_status(200);
+    execute(
+        &app.db,
         "DELETE FROM webhook_payloads WHERE payload_ref =
            (SELECT raw_payload_ref FROM webhook_inbox WHERE provider_event_id = 'evt_lost')",
     )
-    .execute(&app.db)
-    .await
-    .unwrap();
+    .await;
 
     assert_eq!(
         Worker::new(Arc::clone(&processing))

@@ -12,7 +12,7 @@ async fn saturated_workers_stopped_and_restarted_while_ingest_continues() {
     let receiver = Receiver::start(always(200, Duration::from_millis(500))).await;
     // Ingest only here; processing runs in a separate `wharf worker` process.
     let app = TestApp::builder()
-        .append_toml(&worker_toml(0))
+        .workers(0)
         .append_toml(&http_route_toml(&receiver.url, ""))
         .start()
         .await;

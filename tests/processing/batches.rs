@@ -3,10 +3,7 @@
 //! retried alone while its neighbours commit, and a new object's row appearing from another
 //! worker mid-batch never overwritten with an older version.
 
-use std::sync::Arc;
-
 use uuid::Uuid;
-use wharf::processing::Worker;
 
 use crate::support::{app::*, database::*, http::*, signing::*, wait::*};
 
@@ -18,14 +15,10 @@ const KEEP_DOCUMENTS: &str = "projection_document = \"event\"\n";
 /// An app whose server runs no workers or relays: the test drives one batch at a time.
 async fn app_without_workers(extra: &str) -> TestApp {
     TestApp::builder()
-        .append_toml(&worker_toml(0))
+        .workers(0)
         .append_toml(extra)
         .start()
         .await
-}
-
-fn worker(app: &TestApp) -> Worker {
-    Worker::new(Arc::clone(&app.server.as_ref().unwrap().processing))
 }
 
 /// Sends event `id` about `object` at version `BASE + version`; returns its inbox id.
@@ -47,12 +40,11 @@ async fn projected(app: &TestApp, object: &str) -> (i64, String) {
 
 /// (event id, status, outcome) of every event, by event id.
 async fn events(app: &TestApp) -> Vec<(String, String, Option<String>)> {
-    sqlx::query_as(
+    all_rows(
+        &app.db,
         "SELECT provider_event_id, status, outcome FROM webhook_inbox ORDER BY provider_event_id",
     )
-    .fetch_all(&app.db)
     .await
-    .unwrap()
 }
 
 fn processed(id: &str, outcome: &str) -> (String, String, Option<String>) {
@@ -75,7 +67,7 @@ async fn one_batch_of_several_objects_and_versions_applies_each_in_version_order
     ] {
         send(&app, id, object, version).await;
     }
-    assert_eq!(worker(&app).try_execute().await.unwrap(), 7, "one batch");
+    assert_eq!(app.work_once().await, 7, "one batch");
     // As if applied one at a time in version order: each moved the projection.
     assert_eq!(
         events(&app).await,
@@ -109,7 +101,7 @@ async fn one_batch_of_several_objects_and_versions_applies_each_in_version_order
     ] {
         send(&app, id, object, version).await;
     }
-    assert_eq!(worker(&app).try_execute().await.unwrap(), 5);
+    assert_eq!(app.work_once().await, 5);
     let outcomes: Vec<_> = events(&app)
         .await
         .into_iter()
@@ -146,13 +138,10 @@ async fn a_requeued_event_in_a_batch_plans_its_deliveries_again_and_is_not_appli
     // The route's target is never called: no relay runs in this app.
     let app = app_without_workers(&http_route_toml("http://127.0.0.1:9/unused", "")).await;
     let first = send(&app, "evt_r2", "cus_r", 2).await;
-    assert_eq!(worker(&app).try_execute().await.unwrap(), 1);
+    assert_eq!(app.work_once().await, 1);
     assert_eq!(projected(&app, "cus_r").await, (2, "evt_r2".into()));
     // Its deliveries row goes missing; an operator requeues it along with two new events.
-    sqlx::query("DELETE FROM deliveries")
-        .execute(&app.db)
-        .await
-        .unwrap();
+    execute(&app.db, "DELETE FROM deliveries").await;
     assert_eq!(
         wharf::operator::events::replay(&app.db, &[first], false)
             .await
@@ -162,7 +151,7 @@ async fn a_requeued_event_in_a_batch_plans_its_deliveries_again_and_is_not_appli
     );
     send(&app, "evt_r1", "cus_r", 1).await;
     send(&app, "evt_r3", "cus_r", 3).await;
-    assert_eq!(worker(&app).try_execute().await.unwrap(), 3, "one batch");
+    assert_eq!(app.work_once().await, 3, "one batch");
     assert_eq!(
         events(&app).await,
         vec![
@@ -208,22 +197,20 @@ async fn one_failing_event_is_retried_alone_while_its_batch_neighbours_commit() 
         send(&app, id, object, 1).await;
     }
     // A neighbour's payload is gone too: it fails for good, on its own.
-    sqlx::query(
+    execute(
+        &app.db,
         "DELETE FROM webhook_payloads WHERE payload_ref =
            (SELECT raw_payload_ref FROM webhook_inbox WHERE provider_event_id = 'evt_ok_2')",
     )
-    .execute(&app.db)
-    .await
-    .unwrap();
-    assert_eq!(worker(&app).try_execute().await.unwrap(), 4, "one batch");
+    .await;
+    assert_eq!(app.work_once().await, 4, "one batch");
 
-    let rows: Vec<(String, String, i32, Option<String>)> = sqlx::query_as(
+    let rows: Vec<(String, String, i32, Option<String>)> = all_rows(
+        &app.db,
         "SELECT provider_event_id, status, attempt_count, last_error FROM webhook_inbox
          ORDER BY provider_event_id",
     )
-    .fetch_all(&app.db)
-    .await
-    .unwrap();
+    .await;
     assert_eq!(
         rows,
         vec![
@@ -251,11 +238,12 @@ async fn one_failing_event_is_retried_alone_while_its_batch_neighbours_commit() 
         .execute(&app.db)
         .await
         .unwrap();
-    sqlx::query("UPDATE webhook_inbox SET next_attempt_at = now() WHERE status = 'PENDING'")
-        .execute(&app.db)
-        .await
-        .unwrap();
-    assert_eq!(worker(&app).try_execute().await.unwrap(), 1);
+    execute(
+        &app.db,
+        "UPDATE webhook_inbox SET next_attempt_at = now() WHERE status = 'PENDING'",
+    )
+    .await;
+    assert_eq!(app.work_once().await, 1);
     assert_eq!(projected(&app, "cus_bad").await, (1, "evt_bad".into()));
     assert_eq!(app.count("processed_events").await, 3);
     app.shutdown().await;
@@ -268,15 +256,8 @@ async fn a_new_objects_row_written_by_another_worker_mid_batch_is_not_overwritte
     send(&app, "evt_n3", "cus_new", 3).await;
     // Hold the worker after it has looked at the projection and found no row, just before
     // its writing statement (which inserts markers): SHARE lets reads through, not inserts.
-    let mut markers = app.db.begin().await.unwrap();
-    sqlx::query("LOCK TABLE processed_events IN SHARE MODE")
-        .execute(&mut *markers)
-        .await
-        .unwrap();
-    let batch = tokio::spawn({
-        let worker = worker(&app);
-        async move { worker.try_execute().await.unwrap() }
-    });
+    let markers = holding(&app.db, "LOCK TABLE processed_events IN SHARE MODE").await;
+    let batch = app.spawn_worker();
     eventually("the worker waits to write", || async {
         scalar_i64(
             &app.db,
@@ -331,7 +312,7 @@ async fn three_workers_draining_one_hot_object_converge_on_its_newest_version() 
             "SELECT count(*) FROM webhook_inbox WHERE status <> 'PROCESSED'",
         )
     };
-    let workers = [worker(&app), worker(&app), worker(&app)];
+    let workers = [app.worker(), app.worker(), app.worker()];
     // Batches of 32 race for the same projection row; one that loses a race is retried
     // after its backoff, so each worker goes on until nothing is left.
     let drained = workers.iter().map(|worker| async move {
@@ -376,7 +357,7 @@ async fn the_projection_holds_each_document_as_sent_and_none_that_jsonb_cannot_s
         let answer = app.post("stripe", &headers, body.clone()).await;
         assert_eq!(answer.status, 200, "{:?}", answer.json);
     }
-    assert_eq!(worker(&app).try_execute().await.unwrap(), 2, "one batch");
+    assert_eq!(app.work_once().await, 2, "one batch");
     assert_eq!(
         events(&app).await,
         vec![
@@ -440,7 +421,7 @@ const DOCS_ENDPOINT: &str =
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn by_default_the_projection_keeps_no_copy_of_the_bodies_and_an_endpoint_may_keep_them() {
     let app = TestApp::builder()
-        .append_toml(&worker_toml(0))
+        .workers(0)
         .add_endpoints(format!("{DOCS_ENDPOINT}projection_document = \"event\"\n"))
         .start()
         .await;
@@ -449,13 +430,13 @@ async fn by_default_the_projection_keeps_no_copy_of_the_bodies_and_an_endpoint_m
     for endpoint in ["stripe", "stripe-docs"] {
         newest.push(send_to(&app, endpoint, "evt_3", 3).await);
     }
-    assert_eq!(worker(&app).try_execute().await.unwrap(), 2);
+    assert_eq!(app.work_once().await, 2);
     for endpoint in ["stripe", "stripe-docs"] {
         for (id, version) in [("evt_1", 1), ("evt_2", 2)] {
             send_to(&app, endpoint, id, version).await;
         }
     }
-    assert_eq!(worker(&app).try_execute().await.unwrap(), 4);
+    assert_eq!(app.work_once().await, 4);
     assert_eq!(
         projection_row(&app, "stripe").await,
         (3, "evt_3".into(), newest[0], None),
@@ -464,12 +445,11 @@ async fn by_default_the_projection_keeps_no_copy_of_the_bodies_and_an_endpoint_m
     let (version, event, inbox_id, document) = projection_row(&app, "stripe-docs").await;
     assert_eq!((version, event.as_str(), inbox_id), (3, "evt_3", newest[1]));
     assert_eq!(document.expect("kept")["id"], "evt_3");
-    let outcomes: Vec<(Option<String>, i64)> = sqlx::query_as(
+    let outcomes: Vec<(Option<String>, i64)> = all_rows(
+        &app.db,
         "SELECT outcome, count(*) FROM webhook_inbox GROUP BY outcome ORDER BY outcome",
     )
-    .fetch_all(&app.db)
-    .await
-    .unwrap();
+    .await;
     assert_eq!(
         outcomes,
         vec![(Some("applied".into()), 2), (Some("stale".into()), 4)],
@@ -490,12 +470,12 @@ async fn by_default_the_projection_keeps_no_copy_of_the_bodies_and_an_endpoint_m
     // The endpoint stops keeping documents: its object's document goes with the next move.
     let app = TestApp::builder()
         .database_url(url)
-        .append_toml(&worker_toml(0))
+        .workers(0)
         .add_endpoints(DOCS_ENDPOINT)
         .start()
         .await;
     let inbox_id = send_to(&app, "stripe-docs", "evt_4", 4).await;
-    assert_eq!(worker(&app).try_execute().await.unwrap(), 1);
+    assert_eq!(app.work_once().await, 1);
     assert_eq!(
         projection_row(&app, "stripe-docs").await,
         (4, "evt_4".into(), inbox_id, None)

@@ -2,18 +2,16 @@
 //! operator's replay (which restarts attempt counts at zero) changes nothing, even when a new
 //! claim has the same attempt count.
 
-use std::sync::Arc;
-
 use uuid::Uuid;
-use wharf::processing::{DeliveryRelay, Lane, Worker};
 
-use crate::support::{app::*, database::*, http::*, receiver::*, signing::*, wait::*};
+use crate::support::{app::*, database::*, receiver::*, wait::*};
 
 async fn delivery(db: &sqlx::PgPool) -> (String, i32, bool) {
-    sqlx::query_as("SELECT status, attempt_count, sent_at IS NOT NULL FROM deliveries")
-        .fetch_one(db)
-        .await
-        .unwrap()
+    one_row(
+        db,
+        "SELECT status, attempt_count, sent_at IS NOT NULL FROM deliveries",
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -21,31 +19,19 @@ async fn a_relay_holding_a_claim_from_before_a_resend_marks_nothing() {
     let receiver = Receiver::start(Behaviour::ok()).await;
     // No workers or relays in the server: the test drives each step.
     let app = TestApp::builder()
-        .append_toml(&worker_toml(0))
+        .workers(0)
         .append_toml(&http_route_toml(&receiver.url, "timeout_ms = 30000"))
         .start()
         .await;
-    let (headers, body) = signed_stripe_event("evt_claim_resend");
-    let answer = app.post("stripe", &refs(&headers), body).await;
+    let answer = app.post_stripe("evt_claim_resend").await;
     assert_eq!(answer.status, 200);
     let inbox_id: Uuid = answer.json["inbox_id"].as_str().unwrap().parse().unwrap();
-    let processing = Arc::clone(&app.server.as_ref().unwrap().processing);
-    assert_eq!(
-        Worker::new(Arc::clone(&processing))
-            .try_execute()
-            .await
-            .unwrap(),
-        1
-    );
-    let relay = || DeliveryRelay::new(Arc::clone(&processing), Lane::All);
+    assert_eq!(app.work_once().await, 1);
 
     // The first relay's request hangs at the receiver, and so will the third's.
     let first_answer = receiver.hold(0);
     let third_answer = receiver.hold(2);
-    let first = tokio::spawn({
-        let relay = relay();
-        async move { relay.try_execute().await.unwrap() }
-    });
+    let first = app.spawn_relay();
     eventually("the first send arrived", || async {
         receiver.arrived() == 1
     })
@@ -53,11 +39,8 @@ async fn a_relay_holding_a_claim_from_before_a_resend_marks_nothing() {
     assert_eq!(delivery(&app.db).await, ("PENDING".into(), 1, false));
 
     // Its lease runs out (as if 35 s had passed); a second relay sends and marks it sent.
-    sqlx::query("UPDATE deliveries SET next_attempt_at = now()")
-        .execute(&app.db)
-        .await
-        .unwrap();
-    assert_eq!(relay().try_execute().await.unwrap(), 1);
+    execute(&app.db, "UPDATE deliveries SET next_attempt_at = now()").await;
+    assert_eq!(app.relay().try_execute().await.unwrap(), 1);
     assert_eq!(delivery(&app.db).await, ("SENT".into(), 2, true));
 
     // An operator resends it; a third relay claims it, with attempt count 1 again.
@@ -65,10 +48,7 @@ async fn a_relay_holding_a_claim_from_before_a_resend_marks_nothing() {
         .await
         .unwrap();
     assert_eq!(replayed.deliveries, 1);
-    let third = tokio::spawn({
-        let relay = relay();
-        async move { relay.try_execute().await.unwrap() }
-    });
+    let third = app.spawn_relay();
     eventually("the third send arrived", || async {
         receiver.arrived() == 3
     })
@@ -113,14 +93,10 @@ async fn inbox(db: &sqlx::PgPool, id: Uuid) -> (String, i32) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_holding_a_claim_from_before_a_replay_changes_nothing() {
-    let app = TestApp::builder()
-        .append_toml(&worker_toml(0))
-        .start()
-        .await;
+    let app = TestApp::builder().workers(0).start().await;
     let mut ids = Vec::new();
     for id in ["evt_claim_a", "evt_claim_b"] {
-        let (headers, body) = signed_stripe_event(id);
-        let answer = app.post("stripe", &refs(&headers), body).await;
+        let answer = app.post_stripe(id).await;
         assert_eq!(answer.status, 200);
         ids.push(
             answer.json["inbox_id"]
@@ -134,22 +110,17 @@ async fn a_worker_holding_a_claim_from_before_a_replay_changes_nothing() {
     // Workers lock a batch's rows in id order: holding `first` stops the old worker before
     // it locks `event`, the row under test.
     let (first, event) = (ids[0], ids[1]);
-    let processing = Arc::clone(&app.server.as_ref().unwrap().processing);
-    let worker = || Worker::new(Arc::clone(&processing));
 
     // The old worker claims both and is held up reading their payloads...
-    let mut payloads = app.db.begin().await.unwrap();
-    sqlx::query("LOCK TABLE webhook_payloads IN ACCESS EXCLUSIVE MODE")
-        .execute(&mut *payloads)
-        .await
-        .unwrap();
-    let old = tokio::spawn({
-        let worker = worker();
-        async move { worker.try_execute().await.unwrap() }
-    });
-    wait_until_count(
+    let payloads = holding(
         &app.db,
-        "SELECT count(*) FROM webhook_inbox WHERE status = 'PROCESSING' AND attempt_count = 1",
+        "LOCK TABLE webhook_payloads IN ACCESS EXCLUSIVE MODE",
+    )
+    .await;
+    let old = app.spawn_worker();
+    app.wait_count(
+        "webhook_inbox",
+        "status = 'PROCESSING' AND attempt_count = 1",
         2,
     )
     .await;
@@ -172,7 +143,7 @@ async fn a_worker_holding_a_claim_from_before_a_replay_changes_nothing() {
         .execute(&app.db)
         .await
         .unwrap();
-    assert_eq!(worker().try_execute().await.unwrap(), 1);
+    assert_eq!(app.work_once().await, 1);
     assert_eq!(inbox(&app.db, event).await, ("PROCESSED".into(), 2));
 
     // An operator replays it; a third worker claims it (attempt count 1, as the old claim)
@@ -181,15 +152,12 @@ async fn a_worker_holding_a_claim_from_before_a_replay_changes_nothing() {
         .await
         .unwrap();
     assert_eq!(replayed.events, 1);
-    let mut payloads = app.db.begin().await.unwrap();
-    sqlx::query("LOCK TABLE webhook_payloads IN ACCESS EXCLUSIVE MODE")
-        .execute(&mut *payloads)
-        .await
-        .unwrap();
-    let third = tokio::spawn({
-        let worker = worker();
-        async move { worker.try_execute().await.unwrap() }
-    });
+    let payloads = holding(
+        &app.db,
+        "LOCK TABLE webhook_payloads IN ACCESS EXCLUSIVE MODE",
+    )
+    .await;
+    let third = app.spawn_worker();
     eventually("the third worker claimed the event", || async {
         inbox(&app.db, event).await == ("PROCESSING".into(), 1)
     })

@@ -27,7 +27,7 @@ async fn crash_at(point: &str) {
     let receiver = Receiver::start(Behaviour::ok()).await;
     let nats = NatsScope::new();
     let written = TestApp::builder()
-        .append_toml(&worker_toml(2))
+        .workers(2)
         .append_toml(&nats.toml())
         // A short timeout keeps the delivery's lease (timeout + 5 s) short after a crash.
         .append_toml(&http_route_toml(&receiver.url, "timeout_ms = 2000"))
@@ -144,10 +144,7 @@ async fn crash_after_a_delivery_succeeded_before_it_was_marked() {
 async fn processing_commits_without_waiting_for_the_flush_and_acceptance_waits() {
     // What a database crash loses of processing is redone (docs/performance.md); a lost
     // acceptance would break the 2xx already sent, so it stays durable.
-    let app = TestApp::builder()
-        .append_toml(&worker_toml(0))
-        .start()
-        .await;
+    let app = TestApp::builder().workers(0).start().await;
     let server = app.server.as_ref().unwrap();
     let setting = |pool: sqlx::PgPool| async move {
         sqlx::query_scalar::<_, String>("SHOW synchronous_commit")

@@ -47,8 +47,7 @@ fn route(endpoint: &str, url: &str, extra: &str) -> String {
 }
 
 async fn post_stripe(app: &TestApp, id: &str) -> String {
-    let (headers, body) = signed_stripe_event(id);
-    let answer = app.post("stripe", &refs(&headers), body).await;
+    let answer = app.post_stripe(id).await;
     assert_eq!(answer.status, 200, "{answer:?}");
     answer.json["inbox_id"].as_str().unwrap().to_owned()
 }
@@ -62,7 +61,7 @@ async fn lists_filter_by_status_target_endpoint_and_time_and_say_what_a_limit_le
     let ok = Receiver::start(Behaviour::ok()).await;
     let down = Receiver::start(always(500, Duration::ZERO)).await;
     let app = TestApp::builder()
-        .append_toml(&worker_toml(2))
+        .workers(2)
         .append_toml(&route("*", &ok.url, ""))
         .append_toml(&route("stripe", &down.url, "max_attempts = 1"))
         .start()
@@ -72,25 +71,12 @@ async fn lists_filter_by_status_target_endpoint_and_time_and_say_what_a_limit_le
     }
     let body = br#"{"action":"opened"}"#;
     let headers = signed_github_headers(body, "list-github-1");
-    assert_eq!(
-        app.post("github", &refs(&headers), body.to_vec())
-            .await
-            .status,
-        200
-    );
+    app.post("github", &refs(&headers), body.to_vec())
+        .await
+        .assert_status(200);
     // stripe x (ok, down) and github x ok: 4 sent, 3 failed.
-    wait_until_count(
-        &app.db,
-        "SELECT count(*) FROM deliveries WHERE status = 'SENT'",
-        4,
-    )
-    .await;
-    wait_until_count(
-        &app.db,
-        "SELECT count(*) FROM deliveries WHERE status = 'FAILED'",
-        3,
-    )
-    .await;
+    app.wait_count("deliveries", "status = 'SENT'", 4).await;
+    app.wait_count("deliveries", "status = 'FAILED'", 3).await;
     let config = app.config.config_path.clone();
 
     let failed = json_lines(&deliveries(&config, &["list", "--status", "failed", "--json"]).0);
@@ -239,23 +225,14 @@ async fn lists_filter_by_status_target_endpoint_and_time_and_say_what_a_limit_le
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replayed_delivery_is_sent_again_with_the_same_idempotency_key() {
-    let receiver = Receiver::start(Behaviour {
-        script: [(500, Duration::ZERO)].into(),
-        then: (200, Duration::ZERO),
-    })
-    .await;
+    let receiver = Receiver::start(Behaviour::fails_once()).await;
     let app = TestApp::builder()
-        .append_toml(&worker_toml(2))
+        .workers(2)
         .append_toml(&route("stripe", &receiver.url, "max_attempts = 1"))
         .start()
         .await;
     let inbox_id = post_stripe(&app, "evt_replay_delivery").await;
-    wait_until_count(
-        &app.db,
-        "SELECT count(*) FROM deliveries WHERE status = 'FAILED'",
-        1,
-    )
-    .await;
+    app.wait_count("deliveries", "status = 'FAILED'", 1).await;
     let config = app.config.config_path.clone();
     let delivery_id: String = sqlx::query_scalar("SELECT delivery_id::text FROM deliveries")
         .fetch_one(&app.db)
@@ -284,10 +261,7 @@ async fn a_replayed_delivery_is_sent_again_with_the_same_idempotency_key() {
     assert_eq!(dry["requeued"].as_array().unwrap().len(), 1);
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (status, attempts): (String, i32) =
-        sqlx::query_as("SELECT status, attempt_count FROM deliveries")
-            .fetch_one(&app.db)
-            .await
-            .unwrap();
+        one_row(&app.db, "SELECT status, attempt_count FROM deliveries").await;
     assert_eq!((status.as_str(), attempts), ("FAILED", 1));
     assert_eq!(receiver.received().len(), 1);
 
@@ -297,22 +271,14 @@ async fn a_replayed_delivery_is_sent_again_with_the_same_idempotency_key() {
         &["replay", "--status", "failed", "--target", &receiver.url],
     );
     assert!(text.contains("requeued 1 of 1 selected"), "{text}");
-    wait_until_count(
-        &app.db,
-        "SELECT count(*) FROM deliveries WHERE status = 'SENT'",
-        1,
-    )
-    .await;
+    app.wait_count("deliveries", "status = 'SENT'", 1).await;
     let received = receiver.received();
     assert_eq!(received.len(), 2);
     assert_eq!(received[0].idempotency_key, inbox_id);
     assert_eq!(received[1].idempotency_key, inbox_id);
     assert_eq!(received[0].body, received[1].body);
     let (attempts, error): (i32, Option<String>) =
-        sqlx::query_as("SELECT attempt_count, last_error FROM deliveries")
-            .fetch_one(&app.db)
-            .await
-            .unwrap();
+        one_row(&app.db, "SELECT attempt_count, last_error FROM deliveries").await;
     assert_eq!((attempts, error), (1, None), "attempts counted afresh");
 
     // A sent delivery is sent again only when asked.
@@ -376,24 +342,15 @@ async fn assert_refused(response: reqwest::Response) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_admin_api_answers_only_with_the_token() {
-    let receiver = Receiver::start(Behaviour {
-        script: [(500, Duration::ZERO)].into(),
-        then: (200, Duration::ZERO),
-    })
-    .await;
+    let receiver = Receiver::start(Behaviour::fails_once()).await;
     let app = TestApp::builder()
-        .admin_token(TEST_ADMIN_TOKEN)
-        .append_toml(&worker_toml(2))
+        .with_admin()
+        .workers(2)
         .append_toml(&route("stripe", &receiver.url, "max_attempts = 1"))
         .start()
         .await;
     let inbox_id = post_stripe(&app, "evt_admin_api").await;
-    wait_until_count(
-        &app.db,
-        "SELECT count(*) FROM deliveries WHERE status = 'FAILED'",
-        1,
-    )
-    .await;
+    app.wait_count("deliveries", "status = 'FAILED'", 1).await;
     let admin = app.admin.clone();
     let token = Some(TEST_ADMIN_TOKEN);
     let wrong = "test-admin-token-0123456789abcdef012345678X";
@@ -608,10 +565,7 @@ async fn the_admin_api_answers_only_with_the_token() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_token_the_admin_listeners_serve_only_health_readiness_and_metrics() {
-    let app = TestApp::builder()
-        .append_toml(&worker_toml(0))
-        .start()
-        .await;
+    let app = TestApp::builder().workers(0).start().await;
     let config = Config::load(&app.config.config_path).unwrap();
     let worker = ProcessingHost::start(config, 0, Some("127.0.0.1:0".parse().unwrap()))
         .await

@@ -26,11 +26,7 @@ fn marked_event(id: &str) -> (Vec<(String, String)>, String) {
 async fn accept(app: &TestApp, id: &str) -> Uuid {
     let (headers, body) = marked_event(id);
     let answer = app.post("stripe", &refs(&headers), body).await;
-    assert_eq!(
-        (answer.status, answer.code()),
-        (200, "accepted"),
-        "{answer:?}"
-    );
+    answer.assert_accepted("");
     answer.json["inbox_id"].as_str().unwrap().parse().unwrap()
 }
 
@@ -63,10 +59,7 @@ fn show_payload(config: &std::path::Path, id: Uuid) -> (String, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_database_holds_no_plaintext_of_a_stored_body() {
-    let app = TestApp::builder()
-        .append_toml(&worker_toml(0))
-        .start()
-        .await;
+    let app = TestApp::builder().workers(0).start().await;
     let id = accept(&app, "evt_sealed").await;
     let url = &app.config.database_url;
 
@@ -77,22 +70,14 @@ async fn the_database_holds_no_plaintext_of_a_stored_body() {
         .arg("\\copy (SELECT * FROM webhook_payloads) TO STDOUT WITH (FORMAT binary)")
         .output()
         .expect("psql runs");
-    assert!(
-        copy.status.success(),
-        "{}",
-        String::from_utf8_lossy(&copy.stderr)
-    );
+    assert_ran(&copy, "");
     assert!(copy.stdout.len() > 100, "the row was copied");
     // A whole logical dump, where bytea is written as hex.
     let dump = Command::new("pg_dump")
         .args(["--data-only", url])
         .output()
         .expect("pg_dump runs");
-    assert!(
-        dump.status.success(),
-        "{}",
-        String::from_utf8_lossy(&dump.stderr)
-    );
+    assert_ran(&dump, "");
     let hex_marker = hex::encode(MARKER);
     for (what, bytes) in [("psql copy", &copy.stdout), ("pg_dump", &dump.stdout)] {
         assert!(!contains(bytes, MARKER.as_bytes()), "{what} shows the body");
@@ -103,11 +88,11 @@ async fn the_database_holds_no_plaintext_of_a_stored_body() {
         assert!(!contains(bytes, b"lorem ipsum"), "{what} shows the body");
     }
     // Compressed before it was sealed: the stored row is smaller than the body.
-    let (stored, key_id): (i32, String) =
-        sqlx::query_as("SELECT octet_length(body), key_id FROM webhook_payloads")
-            .fetch_one(&app.db)
-            .await
-            .unwrap();
+    let (stored, key_id): (i32, String) = one_row(
+        &app.db,
+        "SELECT octet_length(body), key_id FROM webhook_payloads",
+    )
+    .await;
     assert_eq!(key_id, "test-1");
     assert!(stored < 1000, "{stored} bytes stored for a 2.5 KB body");
 
@@ -122,10 +107,7 @@ async fn the_database_holds_no_plaintext_of_a_stored_body() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ciphertext_moved_to_another_row_does_not_open() {
-    let app = TestApp::builder()
-        .append_toml(&worker_toml(0))
-        .start()
-        .await;
+    let app = TestApp::builder().workers(0).start().await;
     let a = accept(&app, "evt_a").await;
     let b = accept(&app, "evt_b").await;
     let (ref_a, ref_b) = (payload_ref(&app, a).await, payload_ref(&app, b).await);
@@ -149,14 +131,13 @@ async fn a_ciphertext_moved_to_another_row_does_not_open() {
     assert!(error.contains("does not open"), "{shown}");
 
     // Processing never sees a's body as b's: b fails for good, a is processed.
-    let worker = Worker::new(Arc::clone(&app.server.as_ref().unwrap().processing));
+    let worker = app.worker();
     worker.try_execute().await.unwrap();
-    let rows: Vec<(String, String, Option<String>)> = sqlx::query_as(
+    let rows: Vec<(String, String, Option<String>)> = all_rows(
+        &app.db,
         "SELECT provider_event_id, status, last_error FROM webhook_inbox ORDER BY 1",
     )
-    .fetch_all(&app.db)
-    .await
-    .unwrap();
+    .await;
     assert_eq!(rows[0].0, "evt_a");
     assert_eq!(rows[0].1, "PROCESSED");
     assert_eq!(rows[1].0, "evt_b");
@@ -175,10 +156,7 @@ async fn a_ciphertext_moved_to_another_row_does_not_open() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_a_rotation_old_payloads_open_and_reencryption_moves_every_one() {
     let key2 = "a2V5LXR3by1mb3Itcm90YXRpb24tdGVzdHMtMzJiISE=";
-    let old = TestApp::builder()
-        .append_toml(&worker_toml(0))
-        .start()
-        .await;
+    let old = TestApp::builder().workers(0).start().await;
     let first = accept(&old, "evt_before_rotation").await;
     // A row from before encryption existed: plaintext, no key id.
     let legacy = accept(&old, "evt_legacy").await;
@@ -197,7 +175,7 @@ async fn after_a_rotation_old_payloads_open_and_reencryption_moves_every_one() {
         .payload_key_file(format!(
             "current = \"k2\"\n[keys]\ntest-1 = \"{TEST_PAYLOAD_KEY}\"\nk2 = \"{key2}\"\n"
         ))
-        .append_toml(&worker_toml(0))
+        .workers(0)
         .start()
         .await;
     let after = accept(&rotated, "evt_after_rotation").await;
@@ -232,11 +210,7 @@ async fn after_a_rotation_old_payloads_open_and_reencryption_moves_every_one() {
         "--batch",
         "2",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ran(&out, "");
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["found"], 2, "{report}");
     assert_eq!(report["resealed"], 2, "{report}");
@@ -310,13 +284,13 @@ async fn an_event_whose_key_is_missing_here_waits_instead_of_failing() {
     let key2 = "a2V5LXR3by1mb3Itcm90YXRpb24tdGVzdHMtMzJiISE=";
     let rotated = TestApp::builder()
         .payload_key_file(format!("current = \"k2\"\n[keys]\nk2 = \"{key2}\"\n"))
-        .append_toml(&worker_toml(0))
+        .workers(0)
         .start()
         .await;
     let id = accept(&rotated, "evt_k2").await;
     let behind = TestApp::builder()
         .database_url(rotated.config.database_url.clone())
-        .append_toml(&worker_toml(0))
+        .workers(0)
         .start()
         .await;
     let worker = Worker::new(Arc::clone(&behind.server.as_ref().unwrap().processing));

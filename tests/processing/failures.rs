@@ -11,22 +11,11 @@ use crate::support::{app::*, database::*, http::*, receiver::*, signing::*, wait
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_downstream_answering_500_then_200_gets_the_event_twice_with_one_key() {
-    let (receiver, app) = start_app_delivering_to(
-        Behaviour {
-            script: [(500, Duration::ZERO)].into(),
-            then: (200, Duration::ZERO),
-        },
-        "",
-    )
-    .await;
-    let (headers, body) = signed_stripe_event("evt_500_then_200");
-    assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
+    let (receiver, app) = start_app_delivering_to(Behaviour::fails_once(), "").await;
+    app.post_stripe("evt_500_then_200").await.assert_status(200);
     wait_until_converged(&app.db).await;
     let (attempts, error): (i32, Option<String>) =
-        sqlx::query_as("SELECT attempt_count, last_error FROM deliveries")
-            .fetch_one(&app.db)
-            .await
-            .unwrap();
+        one_row(&app.db, "SELECT attempt_count, last_error FROM deliveries").await;
     assert_eq!(attempts, 2);
     assert_eq!(error, None);
     let received = receiver.received();
@@ -42,19 +31,10 @@ async fn a_downstream_that_never_answers_in_time_ends_failed() {
         "timeout_ms = 200\nmax_attempts = 3",
     )
     .await;
-    let (headers, body) = signed_stripe_event("evt_timeout");
-    assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
-    wait_until_count(
-        &app.db,
-        "SELECT count(*) FROM deliveries WHERE status = 'FAILED'",
-        1,
-    )
-    .await;
+    app.post_stripe("evt_timeout").await.assert_status(200);
+    app.wait_count("deliveries", "status = 'FAILED'", 1).await;
     let (attempts, error): (i32, String) =
-        sqlx::query_as("SELECT attempt_count, last_error FROM deliveries")
-            .fetch_one(&app.db)
-            .await
-            .unwrap();
+        one_row(&app.db, "SELECT attempt_count, last_error FROM deliveries").await;
     assert_eq!(attempts, 3);
     assert_eq!(error, "no answer within 200ms");
     // The event itself was processed; only its delivery failed.
@@ -81,10 +61,7 @@ fn without_stripe_endpoint(config: &std::path::Path) -> std::path::PathBuf {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_poison_event_ends_failed_and_is_replayed_after_the_fix() {
-    let app = TestApp::builder()
-        .append_toml(&worker_toml(0))
-        .start()
-        .await;
+    let app = TestApp::builder().workers(0).start().await;
     let config = app.config.config_path.clone();
     let broken = ProcessingHost::start(
         Config::load(&without_stripe_endpoint(&config)).unwrap(),
@@ -97,12 +74,8 @@ async fn a_poison_event_ends_failed_and_is_replayed_after_the_fix() {
     let answer = app.post("stripe", &refs(&headers), body.clone()).await;
     assert_eq!(answer.status, 200);
     let inbox_id = answer.json["inbox_id"].as_str().unwrap().to_owned();
-    wait_until_count(
-        &app.db,
-        "SELECT count(*) FROM webhook_inbox WHERE status = 'FAILED'",
-        1,
-    )
-    .await;
+    app.wait_count("webhook_inbox", "status = 'FAILED'", 1)
+        .await;
     broken.shutdown().await.unwrap();
 
     // The operator finds it, with a diagnostic and no payload.
@@ -145,7 +118,7 @@ async fn transient_failures_back_off_until_the_endpoint_attempts_run_out() {
         .add_endpoints(
             "[[endpoint]]\nid = \"stripe-strict\"\nadapter = \"stripe\"\nsecret = \"stripe\"\nmax_attempts = 3\n",
         )
-        .append_toml(&worker_toml(1))
+        .workers(1)
         .start()
         .await;
     // The business mutation fails inside the database, with a message quoting row data.
@@ -161,17 +134,13 @@ async fn transient_failures_back_off_until_the_endpoint_attempts_run_out() {
     let (headers, body) = signed_stripe_event("evt_transient");
     let answer = app.post("stripe-strict", &refs(&headers), body).await;
     assert_eq!(answer.status, 200);
-    wait_until_count(
+    app.wait_count("webhook_inbox", "status = 'FAILED'", 1)
+        .await;
+    let (attempts, error): (i32, String) = one_row(
         &app.db,
-        "SELECT count(*) FROM webhook_inbox WHERE status = 'FAILED'",
-        1,
+        "SELECT attempt_count, last_error FROM webhook_inbox",
     )
     .await;
-    let (attempts, error): (i32, String) =
-        sqlx::query_as("SELECT attempt_count, last_error FROM webhook_inbox")
-            .fetch_one(&app.db)
-            .await
-            .unwrap();
     assert_eq!(attempts, 3, "the endpoint's max_attempts");
     assert_eq!(error, "database error P0001", "redacted: no row data");
     assert_eq!(
@@ -199,7 +168,7 @@ async fn a_target_that_never_answers_does_not_hold_up_the_others() {
     let dead = Receiver::start(always(200, Duration::from_secs(60))).await;
     let healthy = Receiver::start(Behaviour::ok()).await;
     let app = TestApp::builder()
-        .append_toml(&worker_toml(2))
+        .workers(2)
         .append_toml(&http_route_toml(&dead.url, "timeout_ms = 30000"))
         .append_toml(&http_route_toml(&healthy.url, ""))
         .start()
@@ -207,8 +176,9 @@ async fn a_target_that_never_answers_does_not_hold_up_the_others() {
     // More events than one relay sends at once.
     const EVENTS: usize = 60;
     for n in 0..EVENTS {
-        let (headers, body) = signed_stripe_event(&format!("evt_lanes_{n}"));
-        assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
+        app.post_stripe(&format!("evt_lanes_{n}"))
+            .await
+            .assert_status(200);
     }
     eventually("the healthy target has every event", || async {
         healthy.received().len() >= EVENTS
@@ -235,15 +205,14 @@ async fn a_target_that_never_answers_does_not_hold_up_the_others() {
 async fn redirects_are_failed_attempts_and_never_followed() {
     const REDIRECTS: [u16; 5] = [301, 302, 303, 307, 308];
     let mut receivers = Vec::new();
-    let mut app = TestApp::builder().append_toml(&worker_toml(2));
+    let mut app = TestApp::builder().workers(2);
     for status in REDIRECTS {
         let receiver = Receiver::start(always(status, Duration::ZERO)).await;
         app = app.append_toml(&http_route_toml(&receiver.url, "max_attempts = 2"));
         receivers.push(receiver);
     }
     let app = app.start().await;
-    let (headers, body) = signed_stripe_event("evt_redirected");
-    let answer = app.post("stripe", &refs(&headers), body).await;
+    let answer = app.post_stripe("evt_redirected").await;
     assert_eq!(answer.status, 200);
     wait_until_count(
         &app.db,

@@ -8,34 +8,28 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use wharf::ingest::{CommitSettings, Handoff, NewEvent, Store, Submission};
-use wharf::processing::Worker;
 use wharf::support::metrics::Metrics;
 
-use crate::support::{app::*, database::*, http::*, signing::*, wait::*};
+use crate::support::{app::*, database::*, wait::*};
 
 async fn post(app: &TestApp, id: &str) {
-    let (headers, body) = signed_stripe_event(id);
-    let answer = app.post("stripe", &refs(&headers), body).await;
+    let answer = app.post_stripe(id).await;
     assert_eq!(answer.status, 200, "{:?}", answer.json);
 }
 
 /// Rows inserted into and updated in the inbox's partitions, as Postgres counts them.
 async fn inbox_writes(db: &sqlx::PgPool) -> (i64, i64) {
-    sqlx::query_as(
+    one_row(
+        db,
         "SELECT coalesce(sum(n_tup_ins), 0)::bigint, coalesce(sum(n_tup_upd), 0)::bigint
          FROM pg_stat_user_tables WHERE relname LIKE 'webhook_inbox%'",
     )
-    .fetch_one(db)
     .await
-    .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn events_accepted_while_the_workers_keep_up_are_leased_at_acceptance() {
-    let app = TestApp::builder()
-        .append_toml(&worker_toml(1))
-        .start()
-        .await;
+    let app = TestApp::builder().workers(1).start().await;
     // By the time the first event is processed, the worker has claimed from the database
     // and found less than a full batch: nothing waits there, so the handoff is open.
     post(&app, "evt_handoff_0").await;
@@ -86,10 +80,7 @@ async fn events_accepted_while_the_workers_keep_up_are_leased_at_acceptance() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_event_leased_to_a_host_that_went_away_is_claimed_once_its_lease_runs_out() {
     // Processing without workers: the test drives one.
-    let app = TestApp::builder()
-        .append_toml(&worker_toml(0))
-        .start()
-        .await;
+    let app = TestApp::builder().workers(0).start().await;
     // Another host's acceptance, whose workers never take what it leased them.
     // Long enough that the first look below comes before it ends on a loaded machine.
     let handoff = Arc::new(Handoff::new(8, Duration::from_secs(3)));
@@ -130,15 +121,13 @@ async fn an_event_leased_to_a_host_that_went_away_is_claimed_once_its_lease_runs
     let leased = handoff.take(8);
     assert_eq!(leased.len(), 1);
     assert_eq!(leased[0].inbox_id, accepted[0].inbox_id());
-    let (status, attempts, claim_id, lease_left): (String, i32, Option<uuid::Uuid>, f64) =
-        sqlx::query_as(
-            "SELECT status, attempt_count, claim_id,
+    let (status, attempts, claim_id, lease_left): (String, i32, Option<uuid::Uuid>, f64) = one_row(
+        &app.db,
+        "SELECT status, attempt_count, claim_id,
                     extract(epoch FROM lease_until - now())::float8
              FROM webhook_inbox",
-        )
-        .fetch_one(&app.db)
-        .await
-        .unwrap();
+    )
+    .await;
     assert_eq!(
         (status.as_str(), attempts, claim_id),
         ("PROCESSING", 1, Some(leased[0].claim_id))
@@ -146,14 +135,11 @@ async fn an_event_leased_to_a_host_that_went_away_is_claimed_once_its_lease_runs
     assert!(lease_left > 0.0 && lease_left <= 3.0, "{lease_left}");
 
     // While the lease holds, no other worker takes the event; after it, one does.
-    let worker = Worker::new(app.processing());
+    let worker = app.worker();
     assert_eq!(worker.try_execute().await.unwrap(), 0);
     tokio::time::sleep(Duration::from_secs_f64(lease_left + 0.2)).await;
     assert_eq!(worker.try_execute().await.unwrap(), 1);
     let (status, attempts): (String, i32) =
-        sqlx::query_as("SELECT status, attempt_count FROM webhook_inbox")
-            .fetch_one(&app.db)
-            .await
-            .unwrap();
+        one_row(&app.db, "SELECT status, attempt_count FROM webhook_inbox").await;
     assert_eq!((status.as_str(), attempts), ("PROCESSED", 2));
 }

@@ -2,48 +2,36 @@
 //! any text): their deliveries fail for good at once, on every sink, instead of panicking
 //! and being retaken after every lease.
 
-use std::sync::Arc;
+use wharf::processing::{DeliveryRelay, Lane};
 
-use wharf::processing::{DeliveryRelay, Lane, Worker};
-
-use crate::support::{app::*, http::*, nats::*, receiver::*, signing::*};
+use crate::support::{app::*, database::*, nats::*, receiver::*};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deliveries_whose_headers_cannot_be_built_fail_without_a_panic() {
     let scope = NatsScope::new();
     let subject = format!("{}.deliveries", scope.prefix.trim_end_matches(".accepted"));
     let receiver = Receiver::start(Behaviour::ok()).await;
-    let nats_route = format!(
-        "[[route]]\nendpoint = \"*\"\nevents = [\"*\"]\nsink = \"nats\"\nsubject = \"{subject}\"\n"
-    );
+    let nats_route = nats_route_toml("*", r#""*""#, &subject);
     let app = TestApp::builder()
-        .append_toml(&worker_toml(0))
+        .workers(0)
         .append_toml(&scope.toml())
         .append_toml(&http_route_toml(&receiver.url, ""))
         .append_toml(&nats_route)
         .start()
         .await;
-    let (headers, body) = signed_stripe_event("evt_crlf");
-    let answer = app.post("stripe", &refs(&headers), body).await;
+    let answer = app.post_stripe("evt_crlf").await;
     assert_eq!(answer.status, 200);
     let inbox_id: uuid::Uuid = answer.json["inbox_id"].as_str().unwrap().parse().unwrap();
     // As an earlier version could have stored it.
-    sqlx::query(
+    execute(
+        &app.db,
         "UPDATE webhook_inbox SET event_type = event_type || E'\\r\\nInjected: 1',
                                   provider_event_id = E'evt_crlf\\r\\nInjected: 1'",
     )
-    .execute(&app.db)
-    .await
-    .unwrap();
+    .await;
 
-    let processing = Arc::clone(&app.server.as_ref().unwrap().processing);
-    assert_eq!(
-        Worker::new(Arc::clone(&processing))
-            .try_execute()
-            .await
-            .unwrap(),
-        1
-    );
+    assert_eq!(app.work_once().await, 1);
+    let processing = app.processing();
     assert_eq!(app.count("deliveries").await, 2);
     let relay = DeliveryRelay::new(processing, Lane::All);
     assert_eq!(relay.try_execute().await.unwrap(), 2);

@@ -1,36 +1,28 @@
 //! Leases: a claim whose worker died is taken over once it expires, and not before.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use wharf::processing::Worker;
-
-use crate::support::{app::*, http::*, signing::*};
+use crate::support::{app::*, database::*};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_lease_is_claimed_again_and_a_live_one_is_not() {
     // No workers in the server: the test drives one step at a time.
-    let app = TestApp::builder()
-        .append_toml(&worker_toml(0))
-        .start()
-        .await;
+    let app = TestApp::builder().workers(0).start().await;
     for id in ["evt_lease_expired", "evt_lease_live"] {
-        let (headers, body) = signed_stripe_event(id);
-        assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
+        app.post_stripe(id).await.assert_status(200);
     }
     // Both claimed by a worker that then died: one lease is over, the other runs 3 s more.
-    sqlx::query(
+    execute(
+        &app.db,
         "UPDATE webhook_inbox SET status = 'PROCESSING', attempt_count = 1,
              lease_until = now() + CASE WHEN provider_event_id = 'evt_lease_live'
                                         THEN interval '3 seconds' ELSE interval '-1 second' END,
              next_attempt_at = now() + CASE WHEN provider_event_id = 'evt_lease_live'
                                         THEN interval '3 seconds' ELSE interval '-1 second' END",
     )
-    .execute(&app.db)
-    .await
-    .unwrap();
+    .await;
 
-    let worker = Worker::new(Arc::clone(&app.server.as_ref().unwrap().processing));
+    let worker = app.worker();
     assert_eq!(
         worker.try_execute().await.unwrap(),
         1,

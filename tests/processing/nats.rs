@@ -9,23 +9,18 @@ async fn nats_deliveries_carry_the_inbox_id_and_are_deduplicated() {
     let (subject, stream_name) = scope.deliveries_stream().await;
     let js = NatsScope::jetstream().await;
 
-    let route = format!(
-        "[[route]]\nendpoint = \"*\"\nevents = [\"payment_intent.*\"]\nsink = \"nats\"\nsubject = \"{subject}\"\n"
-    );
+    let route = nats_route_toml("*", r#""payment_intent.*""#, &subject);
     let app = TestApp::builder()
-        .append_toml(&worker_toml(2))
+        .workers(2)
         .append_toml(&scope.toml())
         .append_toml(&route)
         .start()
         .await;
     let (headers, body) = signed_stripe_event("evt_nats_1");
     for _ in 0..3 {
-        assert_eq!(
-            app.post("stripe", &refs(&headers), body.clone())
-                .await
-                .status,
-            200
-        );
+        app.post("stripe", &refs(&headers), body.clone())
+            .await
+            .assert_status(200);
     }
     wait_until_converged(&app.db).await;
     let inbox_id: uuid::Uuid = sqlx::query_scalar("SELECT inbox_id FROM webhook_inbox")

@@ -4,30 +4,25 @@
 
 use wharf::processing::OutboxRelay;
 
-use crate::support::{app::*, database::*, http::*, nats::*, signing::*, wait::*};
+use crate::support::{app::*, database::*, nats::*};
 
 /// (outbox rows, of which published at their event's `received_at`, still unpublished).
 async fn notices(app: &TestApp) -> (i64, i64, i64) {
-    sqlx::query_as(
+    one_row(
+        &app.db,
         "SELECT count(*), count(*) FILTER (WHERE o.published_at = i.received_at),
                 count(*) FILTER (WHERE o.published_at IS NULL)
          FROM webhook_outbox o JOIN webhook_inbox i ON i.inbox_id = o.inbox_id",
     )
-    .fetch_one(&app.db)
     .await
-    .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_nats_the_notice_is_committed_published_and_the_relay_has_nothing_to_do() {
     // No workers or relays in the server: the test drives the relay.
-    let app = TestApp::builder()
-        .append_toml(&worker_toml(0))
-        .start()
-        .await;
+    let app = TestApp::builder().workers(0).start().await;
     for id in ["evt_notice_1", "evt_notice_2", "evt_notice_1"] {
-        let (headers, body) = signed_stripe_event(id);
-        assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
+        app.post_stripe(id).await.assert_status(200);
     }
     assert_eq!(
         notices(&app).await,
@@ -46,25 +41,15 @@ async fn without_nats_the_notice_is_committed_published_and_the_relay_has_nothin
 async fn with_nats_the_notice_waits_for_the_relay_and_is_published_once() {
     let scope = NatsScope::new();
     let app = TestApp::builder()
-        .append_toml(&worker_toml(1))
+        .workers(1)
         .append_toml(&scope.toml())
         .start()
         .await;
-    let (headers, body) = signed_stripe_event("evt_notice_nats");
-    for _ in 0..2 {
-        assert_eq!(
-            app.post("stripe", &refs(&headers), body.clone())
-                .await
-                .status,
-            200
-        );
+    for id in ["evt_notice_nats"; 2] {
+        app.post_stripe(id).await.assert_status(200);
     }
-    wait_until_count(
-        &app.db,
-        "SELECT count(*) FROM webhook_outbox WHERE published_at IS NOT NULL",
-        1,
-    )
-    .await;
+    app.wait_count("webhook_outbox", "published_at IS NOT NULL", 1)
+        .await;
     // Marked by the relay after it published, not at acceptance.
     let (rows, published_on_arrival, unpublished) = notices(&app).await;
     assert_eq!((rows, published_on_arrival, unpublished), (1, 0, 0));

@@ -1,6 +1,6 @@
 //! Hundreds of concurrent copies of one event: one row, one mutation, one idempotency key.
 
-use crate::support::{http::*, receiver::*, signing::*, wait::*};
+use crate::support::{database::*, http::*, receiver::*, signing::*, wait::*};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn three_hundred_copies_apply_once_and_deliver_one_key() {
@@ -29,11 +29,11 @@ async fn three_hundred_copies_apply_once_and_deliver_one_key() {
     assert_eq!(app.count("processed_events").await, 1);
     assert_eq!(app.count("object_state").await, 1);
     assert_eq!(app.count("deliveries").await, 1);
-    let (event_id, state_inbox): (String, uuid::Uuid) =
-        sqlx::query_as("SELECT event_id, inbox_id FROM object_state WHERE object_id = 'pi_123'")
-            .fetch_one(&app.db)
-            .await
-            .unwrap();
+    let (event_id, state_inbox): (String, uuid::Uuid) = one_row(
+        &app.db,
+        "SELECT event_id, inbox_id FROM object_state WHERE object_id = 'pi_123'",
+    )
+    .await;
     assert_eq!(event_id, "evt_300_copies");
     assert_eq!(state_inbox.to_string(), inbox_id);
 

@@ -4,32 +4,31 @@
 
 use wharf::processing::Reconciler;
 
-use crate::support::{http::*, receiver::*, signing::*, wait::*};
+use crate::support::{database::*, receiver::*, wait::*};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_reconciler_requeues_events_missing_processing_or_deliveries() {
     let (receiver, app) = start_app_delivering_to(Behaviour::ok(), "").await;
     for id in ["evt_rec_1", "evt_rec_2"] {
-        let (headers, body) = signed_stripe_event(id);
-        assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
+        app.post_stripe(id).await.assert_status(200);
     }
     wait_until_converged(&app.db).await;
     assert_eq!(receiver.received().len(), 2);
 
     // Lost by hand: one event's marker, the other's delivery row.
-    sqlx::query("DELETE FROM processed_events WHERE provider_event_id = 'evt_rec_1'")
-        .execute(&app.db)
-        .await
-        .unwrap();
-    sqlx::query(
+    execute(
+        &app.db,
+        "DELETE FROM processed_events WHERE provider_event_id = 'evt_rec_1'",
+    )
+    .await;
+    execute(
+        &app.db,
         "DELETE FROM deliveries WHERE inbox_id =
            (SELECT inbox_id FROM webhook_inbox WHERE provider_event_id = 'evt_rec_2')",
     )
-    .execute(&app.db)
-    .await
-    .unwrap();
+    .await;
 
-    let processing = std::sync::Arc::clone(&app.server.as_ref().unwrap().processing);
+    let processing = app.processing();
     let report = Reconciler::new(processing).try_execute().await.unwrap();
     assert_eq!(report.missing_marker, 1);
     assert_eq!(report.missing_deliveries, 1);
@@ -55,12 +54,10 @@ async fn the_reconciler_requeues_events_missing_processing_or_deliveries() {
     .await
     .unwrap();
     assert_eq!(outcome, "stale");
-    let again = Reconciler::new(std::sync::Arc::clone(
-        &app.server.as_ref().unwrap().processing,
-    ))
-    .try_execute()
-    .await
-    .unwrap();
+    let again = Reconciler::new(app.processing())
+        .try_execute()
+        .await
+        .unwrap();
     assert_eq!((again.missing_marker, again.missing_deliveries), (0, 0));
     assert_eq!(
         again.outbox_unpublished, 0,
@@ -82,11 +79,10 @@ fn oldest_pending(metrics: &str) -> f64 {
 async fn the_oldest_pending_gauge_follows_the_backlog_between_reconciler_passes() {
     // Processing without workers: the relays and the reconciler (one pass an hour) only.
     let app = crate::support::app::TestApp::builder()
-        .append_toml(&crate::support::app::worker_toml(0))
+        .workers(0)
         .start()
         .await;
-    let (headers, body) = signed_stripe_event("evt_gauge");
-    assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
+    app.post_stripe("evt_gauge").await.assert_status(200);
     let config = wharf::config::Config::load(&app.config.config_path).unwrap();
     let host = wharf::server::ProcessingHost::start(config, 0, None)
         .await

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::support::{app::*, http::*, signing::*, wait::*};
+use crate::support::{app::*, database::*, http::*, signing::*};
 
 const BASE: i64 = 1_764_000_000;
 
@@ -15,12 +15,8 @@ async fn send_version(app: &TestApp, object: &str, version: i64) {
 }
 
 async fn all_processed(app: &TestApp) {
-    wait_until_count(
-        &app.db,
-        "SELECT count(*) FROM webhook_inbox WHERE status <> 'PROCESSED'",
-        0,
-    )
-    .await;
+    app.wait_count("webhook_inbox", "status <> 'PROCESSED'", 0)
+        .await;
 }
 
 async fn projected(app: &TestApp, object: &str) -> (i64, String) {
@@ -33,10 +29,7 @@ async fn projected(app: &TestApp, object: &str) -> (i64, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn versions_three_one_two_end_at_three() {
-    let app = TestApp::builder()
-        .append_toml(&worker_toml(2))
-        .start()
-        .await;
+    let app = TestApp::builder().workers(2).start().await;
     for version in [3, 1, 2] {
         send_version(&app, "cus_312", version).await;
         // Each arrives after the previous one was applied: arrival order is 3, 1, 2.
@@ -46,12 +39,11 @@ async fn versions_three_one_two_end_at_three() {
         projected(&app, "cus_312").await,
         (BASE + 3, "evt_cus_312_v3".into())
     );
-    let outcomes: Vec<(String, String)> = sqlx::query_as(
+    let outcomes: Vec<(String, String)> = all_rows(
+        &app.db,
         "SELECT provider_event_id, outcome FROM webhook_inbox ORDER BY provider_event_id",
     )
-    .fetch_all(&app.db)
-    .await
-    .unwrap();
+    .await;
     assert_eq!(
         outcomes,
         vec![
@@ -82,10 +74,7 @@ fn permutations(items: &[i64]) -> Vec<Vec<i64>> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_permutation_of_five_versions_converges_on_the_highest() {
-    let app = TestApp::builder()
-        .append_toml(&worker_toml(2))
-        .start()
-        .await;
+    let app = TestApp::builder().workers(2).start().await;
     let orders = permutations(&[1, 2, 3, 4, 5]);
     assert_eq!(orders.len(), 120);
     // Step k sends the k-th version of every permutation (one object each) and waits until
@@ -114,13 +103,12 @@ async fn every_permutation_of_five_versions_converges_on_the_highest() {
 async fn same_second_versions_order_by_event_id() {
     // Stripe reports `created` in seconds: two updates in one second tie, and the event id
     // decides, whatever the arrival order. The limit is documented.
-    let app = TestApp::builder()
-        .append_toml(&worker_toml(2))
-        .start()
-        .await;
+    let app = TestApp::builder().workers(2).start().await;
     for id in ["evt_b", "evt_a"] {
         let (headers, body) = signed_stripe_object_event(id, "cus_tie", BASE);
-        assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
+        app.post("stripe", &refs(&headers), body)
+            .await
+            .assert_status(200);
         all_processed(&app).await;
         tokio::time::sleep(Duration::from_millis(10)).await;
     }

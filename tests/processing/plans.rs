@@ -5,9 +5,9 @@
 //! The first two tests analyze a table of 800 rows, claim one batch, and count the rows read;
 //! the last checks that the relays' lanes, one statement each, take what is theirs.
 
-use wharf::processing::{DeliveryRelay, Lane, Worker};
+use wharf::processing::{DeliveryRelay, Lane};
 
-use crate::support::{app::*, database::*, http::*, receiver::*, signing::*};
+use crate::support::{app::*, database::*, receiver::*};
 
 const EVENTS: i64 = 800;
 const BATCH: i64 = 32;
@@ -16,8 +16,7 @@ const BATCH: i64 = 32;
 async fn accept_events(app: &TestApp, prefix: &str) {
     for chunk in (0..EVENTS).collect::<Vec<_>>().chunks(16) {
         futures::future::join_all(chunk.iter().map(|i| async move {
-            let (headers, body) = signed_stripe_event(&format!("{prefix}_{i}"));
-            let answer = app.post("stripe", &refs(&headers), body).await;
+            let answer = app.post_stripe(&format!("{prefix}_{i}")).await;
             assert_eq!(answer.status, 200, "{:?}", answer.json);
         }))
         .await;
@@ -28,7 +27,7 @@ async fn accept_events(app: &TestApp, prefix: &str) {
 /// each step.
 async fn app_routing_to(url: &str) -> TestApp {
     TestApp::builder()
-        .append_toml(&worker_toml(0))
+        .workers(0)
         .append_toml(&http_route_toml(url, ""))
         .start()
         .await
@@ -54,13 +53,10 @@ async fn rows_read(app: TestApp, tables: &str, written: i64) -> i64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_claim_reads_the_due_rows_not_every_row_of_an_analyzed_inbox() {
-    let app = TestApp::builder()
-        .append_toml(&worker_toml(0))
-        .start()
-        .await;
+    let app = TestApp::builder().workers(0).start().await;
     accept_events(&app, "evt_claim").await;
     analyze(&app, "webhook_inbox").await;
-    let worker = Worker::new(app.processing());
+    let worker = app.worker();
     assert_eq!(worker.try_execute().await.unwrap(), BATCH as usize);
     drop(worker);
     // Claimed, then processed: two updates of each of the batch's rows.
@@ -77,7 +73,7 @@ async fn a_delivery_claim_reads_the_due_rows_not_every_pending_delivery_of_its_t
     let receiver = Receiver::start(Behaviour::ok()).await;
     let app = app_routing_to(&receiver.url).await;
     accept_events(&app, "evt_delivery_claim").await;
-    let worker = Worker::new(app.processing());
+    let worker = app.worker();
     let mut processed = 0;
     while processed < EVENTS as usize {
         processed += worker.try_execute().await.unwrap();
@@ -108,13 +104,9 @@ async fn the_unrouted_lane_sends_what_no_configured_route_targets_and_nothing_el
     let former = Receiver::start(Behaviour::ok()).await;
     let app = app_routing_to(&routed.url).await;
     for id in ["evt_lane_routed", "evt_lane_former"] {
-        let (headers, body) = signed_stripe_event(id);
-        assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
+        app.post_stripe(id).await.assert_status(200);
     }
-    assert_eq!(
-        Worker::new(app.processing()).try_execute().await.unwrap(),
-        2
-    );
+    assert_eq!(app.worker().try_execute().await.unwrap(), 2);
     // One was planned under a route since changed: its target is configured no more.
     sqlx::query(
         "UPDATE deliveries SET target = $1

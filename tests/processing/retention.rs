@@ -193,10 +193,7 @@ async fn exactly_the_expired_days_are_dropped_and_a_day_with_work_left_is_kept()
     );
 
     // Day 1 has work left: one of its events is pending again (a replay, say).
-    sqlx::query("UPDATE webhook_inbox SET status = 'PENDING', next_attempt_at = now() + interval '1 year' WHERE provider_event_id = 'evt_d1_b'")
-        .execute(&app.db)
-        .await
-        .unwrap();
+    execute(&app.db, "UPDATE webhook_inbox SET status = 'PENDING', next_attempt_at = now() + interval '1 year' WHERE provider_event_id = 'evt_d1_b'").await;
     let metrics = Arc::new(Metrics::default());
     let pass = retention_counted(&app, 10, 30, Arc::clone(&metrics))
         .try_execute(at(d2 + 30 * DAY + 60))
@@ -230,10 +227,11 @@ async fn exactly_the_expired_days_are_dropped_and_a_day_with_work_left_is_kept()
     assert_eq!(rows_of(&app.db, &["evt_d1_a", "evt_d1_b"]).await, (2, 2));
 
     // Finished (given up on): the day goes whole at the next pass; day 2 has not expired.
-    sqlx::query("UPDATE webhook_inbox SET status = 'FAILED' WHERE provider_event_id = 'evt_d1_b'")
-        .execute(&app.db)
-        .await
-        .unwrap();
+    execute(
+        &app.db,
+        "UPDATE webhook_inbox SET status = 'FAILED' WHERE provider_event_id = 'evt_d1_b'",
+    )
+    .await;
     let pass = retention(&app, 10, 30)
         .try_execute(at(d3 + 30 * DAY - 60))
         .await
@@ -264,8 +262,7 @@ async fn exactly_the_expired_days_are_dropped_and_a_day_with_work_left_is_kept()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_whose_clock_is_far_from_the_databases_drops_nothing() {
     let app = TestApp::builder().start().await;
-    let (headers, body) = signed_stripe_event("evt_skew");
-    assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
+    app.post_stripe("evt_skew").await.assert_status(200);
     wait_until_converged(&app.db).await;
     // Forty days ahead: by its clock today's day has expired, by the database's it has not.
     let ahead = OffsetDateTime::now_utc() + time::Duration::days(40);
@@ -350,14 +347,10 @@ async fn a_copy_is_a_duplicate_across_midnight_and_new_after_the_redelivery_wind
 async fn purge_deletes_finished_events_before_a_moment_and_skips_unfinished_ones() {
     let app = TestApp::builder().start().await;
     for id in ["evt_purge_1", "evt_purge_2", "evt_purge_3"] {
-        let (headers, body) = signed_stripe_event(id);
-        assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
+        app.post_stripe(id).await.assert_status(200);
     }
     wait_until_converged(&app.db).await;
-    sqlx::query("UPDATE webhook_inbox SET status = 'PENDING', next_attempt_at = now() + interval '1 year' WHERE provider_event_id = 'evt_purge_3'")
-        .execute(&app.db)
-        .await
-        .unwrap();
+    execute(&app.db, "UPDATE webhook_inbox SET status = 'PENDING', next_attempt_at = now() + interval '1 year' WHERE provider_event_id = 'evt_purge_3'").await;
     let before = OffsetDateTime::now_utc() + time::Duration::seconds(5);
     let before = before
         .format(&time::format_description::well_known::Rfc3339)
@@ -470,8 +463,7 @@ async fn an_event_accepted_before_partitioning_is_processed_and_deduplicated_aft
     );
     wait_until_converged(&app.db).await;
     assert_eq!(rows_of(&app.db, &["evt_before_upgrade"]).await, (1, 1));
-    let (headers, body) = signed_stripe_event("evt_before_upgrade");
-    let copy = app.post("stripe", &refs(&headers), body).await;
+    let copy = app.post_stripe("evt_before_upgrade").await;
     assert_eq!(copy.code(), "duplicate");
     assert_eq!(copy.json["inbox_id"], inbox_id.to_string());
     assert_eq!(
@@ -532,13 +524,12 @@ async fn a_payload_under_a_page_stays_in_its_row_on_every_day() {
         let answer = post_body_at(&app, &clock, t, padded_stripe_event(id, hex_chars)).await;
         assert_eq!(answer.status, 200, "{id}: {:?}", answer.json);
     }
-    let stored: Vec<(String, i32)> = sqlx::query_as(
+    let stored: Vec<(String, i32)> = all_rows(
+        &app.db,
         "SELECT i.provider_event_id, octet_length(p.body) FROM webhook_payloads p
            JOIN webhook_inbox i ON i.raw_payload_ref = p.payload_ref ORDER BY 1",
     )
-    .fetch_all(&app.db)
-    .await
-    .unwrap();
+    .await;
     let size = |id: &str| stored.iter().find(|(i, _)| i == id).map(|(_, n)| *n);
     // Past Postgres's default threshold (about 2 KB), under a page.
     for id in ["evt_d1_small", "evt_today_small"] {

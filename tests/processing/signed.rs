@@ -4,7 +4,6 @@
 //! route's fixed `headers`, rotation, retries, and what start refuses.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use standardwebhooks::Webhook;
 use wharf::adapter::KeyEncoding;
@@ -44,7 +43,7 @@ async fn start_signed(
 ) -> TestApp {
     builder
         .secrets_file(secrets)
-        .append_toml(&worker_toml(2))
+        .workers(2)
         .append_toml(&http_route_toml(
             &receiver.url,
             &format!("signing_secret = \"downstream\"\n{route_extra}"),
@@ -231,11 +230,7 @@ async fn a_routes_static_headers_arrive_with_the_delivery() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retried_delivery_keeps_its_webhook_id_equal_to_the_idempotency_key() {
-    let receiver = Receiver::start(Behaviour {
-        script: [(500, Duration::ZERO)].into(),
-        then: (200, Duration::ZERO),
-    })
-    .await;
+    let receiver = Receiver::start(Behaviour::fails_once()).await;
     let app = start_signed(
         &receiver,
         secrets_with_downstream(&[("2026-12", NEW, None)]),
@@ -273,17 +268,9 @@ async fn a_set_that_cannot_sign_fails_the_attempt_naming_the_set_and_a_fix_sends
     );
     wait_for_downstream_versions(&app, &[]).await;
     post_event(&app, "evt_unsigned").await;
-    wait_until_count(
-        &app.db,
-        "SELECT count(*) FROM deliveries WHERE attempt_count >= 2",
-        1,
-    )
-    .await;
+    app.wait_count("deliveries", "attempt_count >= 2", 1).await;
     let (status, error): (String, String) =
-        sqlx::query_as("SELECT status, last_error FROM deliveries")
-            .fetch_one(&app.db)
-            .await
-            .unwrap();
+        one_row(&app.db, "SELECT status, last_error FROM deliveries").await;
     assert_eq!(status, "PENDING", "retried, not failed for good");
     assert_eq!(
         error,

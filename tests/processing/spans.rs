@@ -5,7 +5,6 @@
 //! No adapter declares spans yet (WIT 0.2 will), so the submissions here go straight to
 //! `Store::accept`, the interface the pipeline calls after verification.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -72,7 +71,7 @@ async fn accept(store: &Store, body: &str, events: Vec<NewEvent>) -> Vec<Accepta
 async fn each_event_of_a_batch_is_processed_delivered_and_shown_as_its_own_span() {
     let receiver = Receiver::start(Behaviour::ok()).await;
     let app = TestApp::builder()
-        .append_toml(&worker_toml(0))
+        .workers(0)
         .append_toml("projection_document = \"event\"\n")
         .append_toml(&http_route_toml(&receiver.url, ""))
         .start()
@@ -100,13 +99,12 @@ async fn each_event_of_a_batch_is_processed_delivered_and_shown_as_its_own_span(
 
     // Stored: one payload, three rows pointing into it, each with its span.
     assert_eq!(app.count("webhook_payloads").await, 1);
-    let rows: Vec<(String, Option<i64>, Option<i64>)> = sqlx::query_as(
+    let rows: Vec<(String, Option<i64>, Option<i64>)> = all_rows(
+        &app.db,
         "SELECT provider_event_id, payload_start, payload_end FROM webhook_inbox
          ORDER BY provider_event_id",
     )
-    .fetch_all(&app.db)
-    .await
-    .unwrap();
+    .await;
     assert_eq!(
         rows,
         vec![
@@ -125,19 +123,13 @@ async fn each_event_of_a_batch_is_processed_delivered_and_shown_as_its_own_span(
     );
 
     // Processed: each projection row holds its own item's document.
-    let processing = Arc::clone(&app.server.as_ref().unwrap().processing);
-    assert_eq!(
-        Worker::new(Arc::clone(&processing))
-            .try_execute()
-            .await
-            .unwrap(),
-        3
-    );
-    let states: Vec<(String, serde_json::Value)> =
-        sqlx::query_as("SELECT object_id, state FROM object_state ORDER BY object_id")
-            .fetch_all(&app.db)
-            .await
-            .unwrap();
+    assert_eq!(app.work_once().await, 3);
+    let processing = app.processing();
+    let states: Vec<(String, serde_json::Value)> = all_rows(
+        &app.db,
+        "SELECT object_id, state FROM object_state ORDER BY object_id",
+    )
+    .await;
     let json = |s: &str| serde_json::from_str::<serde_json::Value>(s).unwrap();
     assert_eq!(
         states,
@@ -187,10 +179,7 @@ async fn each_event_of_a_batch_is_processed_delivered_and_shown_as_its_own_span(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_span_past_the_stored_body_is_poison_and_an_inverted_one_is_refused() {
-    let app = TestApp::builder()
-        .append_toml(&worker_toml(0))
-        .start()
-        .await;
+    let app = TestApp::builder().workers(0).start().await;
     let store = store(&app);
     // The pipeline validates spans against the body; a row that escaped it (or a body
     // rewritten since) fails for good rather than being retried or sent truncated.
@@ -203,7 +192,7 @@ async fn a_span_past_the_stored_body_is_poison_and_an_inverted_one_is_refused() 
     )
     .await;
     let id = accepted[0].inbox_id();
-    let processing = Arc::clone(&app.server.as_ref().unwrap().processing);
+    let processing = app.processing();
     assert_eq!(Worker::new(processing).try_execute().await.unwrap(), 1);
     let (status, attempts, error): (String, i32, Option<String>) = sqlx::query_as(
         "SELECT status, attempt_count, last_error FROM webhook_inbox WHERE inbox_id = $1",

@@ -34,14 +34,11 @@ async fn one_trace_runs_from_the_request_through_processing_to_each_delivery() {
     let scope = NatsScope::new();
     let (subject, stream_name) = scope.deliveries_stream().await;
     let js = NatsScope::jetstream().await;
-    let nats_route = format!(
-        "[[route]]\nendpoint = \"stripe\"\nevents = [\"*\"]\nsink = \"nats\"\nsubject = \"{subject}\"\n"
-    );
     let app = TestApp::builder()
-        .append_toml(&worker_toml(2))
+        .workers(2)
         .append_toml(&scope.toml())
         .append_toml(&http_route_toml(&receiver.url, ""))
-        .append_toml(&nats_route)
+        .append_toml(&nats_route_toml("stripe", r#""*""#, &subject))
         .append_toml(&collector.toml())
         .start()
         .await;
@@ -151,7 +148,7 @@ async fn spans_still_queued_are_exported_at_shutdown() {
     let collector = Collector::start().await;
     // Exported every minute at most: only the flush at shutdown sends this test's span.
     let app = TestApp::builder()
-        .append_toml(&worker_toml(0))
+        .workers(0)
         .append_toml(
             &collector
                 .toml()
@@ -159,8 +156,7 @@ async fn spans_still_queued_are_exported_at_shutdown() {
         )
         .start()
         .await;
-    let (headers, body) = signed_stripe_event("evt_flushed");
-    assert_eq!(app.post("stripe", &refs(&headers), body).await.status, 200);
+    app.post_stripe("evt_flushed").await.assert_status(200);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(
         collector.spans().is_empty(),
@@ -178,7 +174,7 @@ async fn without_tracing_deliveries_carry_no_traceparent() {
     let (headers, body) = signed_stripe_event("evt_untraced");
     let mut headers = refs(&headers);
     headers.push(("traceparent", CLIENT_TRACEPARENT));
-    assert_eq!(app.post("stripe", &headers, body).await.status, 200);
+    app.post("stripe", &headers, body).await.assert_status(200);
     wait_until_converged(&app.db).await;
     let received = receiver.received();
     assert_eq!(received.len(), 1);

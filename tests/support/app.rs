@@ -14,8 +14,8 @@ use wharf::{Server, ServerOptions};
 
 use super::database::{fresh_database, scalar_i64};
 use super::files::{adapter_file, repo_root};
-use super::http::{Answer, get_text, post};
-use super::signing::default_secrets;
+use super::http::{Answer, get_text, get_url, post, refs};
+use super::signing::{default_secrets, signed_stripe_event};
 
 pub const DEFAULT_ENDPOINTS: &str = r#"
 [[endpoint]]
@@ -115,6 +115,8 @@ pub struct TestAppBuilder {
     tail: String,
     /// Lines appended to the `[database]` table.
     database_extra: String,
+    /// Lines appended to the `[server]` table.
+    server_extra: String,
     adapters: Vec<&'static str>,
     clock: Option<SharedClock>,
     database_url: Option<String>,
@@ -140,15 +142,52 @@ impl TestAppBuilder {
         self.admin_token = Some(token.to_owned());
         self
     }
+    /// Turns the admin API on with [`TEST_ADMIN_TOKEN`].
+    pub fn with_admin(self) -> Self {
+        self.admin_token(TEST_ADMIN_TOKEN)
+    }
     /// Replaces the secrets file's text.
     pub fn secrets_file(mut self, text: impl Into<String>) -> Self {
         self.secrets = text.into();
+        self
+    }
+    /// Appends to the secrets file's text (sets after the default ones).
+    pub fn add_secrets(mut self, text: impl AsRef<str>) -> Self {
+        self.secrets.push('\n');
+        self.secrets.push_str(text.as_ref());
+        self
+    }
+    /// One more `[[endpoint]]` (`extra`: more keys for it, one a line).
+    pub fn endpoint(self, id: &str, adapter: &str, secret: &str, extra: &str) -> Self {
+        self.add_endpoints(format!(
+            "\n[[endpoint]]\nid = \"{id}\"\nadapter = \"{adapter}\"\nsecret = \"{secret}\"\n{extra}\n"
+        ))
+    }
+    /// One endpoint per id, each of `adapter` and verified by the secret set of its own name.
+    pub fn endpoints_of(mut self, adapter: &str, ids: &[&str]) -> Self {
+        for id in ids {
+            self = self.endpoint(id, adapter, id, "");
+        }
+        self
+    }
+    /// `[worker]` settings for `count` workers ([`worker_toml`]); 0: the test drives each step.
+    pub fn workers(self, count: usize) -> Self {
+        self.append_toml(&worker_toml(count))
+    }
+    /// Lines added to the `[server]` table.
+    pub fn server_toml(mut self, lines: &str) -> Self {
+        self.server_extra.push_str(lines);
+        self.server_extra.push('\n');
         self
     }
     /// `[[endpoint]]` tables after the default ones.
     pub fn add_endpoints(mut self, toml: impl Into<String>) -> Self {
         self.tail.push_str(&toml.into());
         self
+    }
+    /// One more adapter component from `adapters/dist`, and the endpoints (TOML) that use it.
+    pub fn add_adapter_for(self, rel: &'static str, endpoints: impl Into<String>) -> Self {
+        self.add_adapter(rel).add_endpoints(endpoints)
     }
     /// One more adapter component from `adapters/dist`.
     pub fn add_adapter(mut self, rel: &'static str) -> Self {
@@ -227,7 +266,7 @@ impl TestAppBuilder {
 listen = "127.0.0.1:0"
 admin_listen = "127.0.0.1:0"
 max_body_bytes = {max_body}
-{admin}{transport}
+{server_extra}{admin}{transport}
 [database]
 url = "{database_url}"
 {database_extra}
@@ -244,6 +283,7 @@ key_file = "payload-keys.toml"
 {tail}"#,
             max_body = self.max_body_bytes,
             database_extra = self.database_extra,
+            server_extra = self.server_extra,
             cache = cache.display(),
             tail = self.tail,
         );
@@ -303,6 +343,19 @@ impl WrittenConfig {
         }
     }
 
+    /// Asserts that `wharf serve` refuses this config with each of `messages` on stderr.
+    pub async fn assert_refused(&self, messages: &[&str]) {
+        let stderr = super::process::refused_to_serve(&self.config_path).await;
+        for message in messages {
+            assert!(stderr.contains(message), "{message}: {stderr}");
+        }
+    }
+
+    /// The folder the server loads adapters from.
+    pub fn adapters_dir(&self) -> PathBuf {
+        self.dir.path().join("adapters")
+    }
+
     /// Adds lines to the written config's `[server]` table (before `[server.tls]`).
     pub fn append_server_toml(self, lines: &str) -> Self {
         let text = std::fs::read_to_string(&self.config_path).unwrap();
@@ -330,6 +383,7 @@ impl TestApp {
             secrets: default_secrets(),
             tail: DEFAULT_ENDPOINTS.into(),
             database_extra: String::new(),
+            server_extra: String::new(),
             adapters: vec!["standard-webhooks.wasm", "stripe.wasm", "github.wasm"],
             clock: None,
             database_url: None,
@@ -343,12 +397,60 @@ impl TestApp {
     }
 
     /// GET on the admin listener, with the admin token when the app has one.
-    pub async fn admin_get(&self, path: &str) -> reqwest::Response {
+    pub async fn admin_get(&self, path: &str) -> Answer {
         let mut request = self.client.get(format!("{}{path}", self.admin));
         if let Some(token) = &self.config.admin_token {
             request = request.bearer_auth(token);
         }
-        request.send().await.expect("admin answers")
+        Answer::read(request.send().await.expect("admin answers")).await
+    }
+
+    /// GET `path` on the webhook listener, without credentials.
+    pub async fn get(&self, path: &str) -> Answer {
+        get_url(&self.client, &format!("{}{path}", self.base)).await
+    }
+
+    /// GET `path` on the webhook listener with these headers.
+    pub async fn get_with(&self, path: &str, headers: &[(&str, &str)]) -> Answer {
+        let mut request = self.client.get(format!("{}{path}", self.base));
+        for (k, v) in headers {
+            request = request.header(*k, *v);
+        }
+        Answer::read(request.send().await.expect("request sent")).await
+    }
+
+    /// GET `path` on the admin listener, without credentials.
+    pub async fn get_admin(&self, path: &str) -> Answer {
+        get_url(&self.client, &format!("{}{path}", self.admin)).await
+    }
+
+    /// POSTs a Stripe event freshly signed with the current secret to `endpoint`.
+    pub async fn post_stripe_to(&self, endpoint: &str, id: &str) -> Answer {
+        let (headers, body) = signed_stripe_event(id);
+        self.post(endpoint, &refs(&headers), body).await
+    }
+
+    /// POSTs a Stripe event freshly signed with the current secret to `stripe`.
+    pub async fn post_stripe(&self, id: &str) -> Answer {
+        self.post_stripe_to("stripe", id).await
+    }
+
+    /// POSTs `body` to `github` as GitHub signs it (delivery id `delivery`).
+    pub async fn post_github(&self, body: impl Into<Vec<u8>>, delivery: &str) -> Answer {
+        let body = body.into();
+        let headers = super::signing::signed_github_headers(&body, delivery);
+        self.post("github", &refs(&headers), body).await
+    }
+
+    /// POSTs a signed Stripe event, asserts it was answered 200, and gives its inbox id.
+    pub async fn accept_stripe(&self, id: &str) -> uuid::Uuid {
+        let answer = self.post_stripe(id).await;
+        assert_eq!(answer.status, 200, "{answer:?}");
+        answer.json["inbox_id"]
+            .as_str()
+            .expect("an inbox id")
+            .parse()
+            .expect("a uuid")
     }
 
     pub async fn post(
@@ -376,6 +478,17 @@ impl TestApp {
         get_text(&self.client, &format!("{}/metrics", self.admin)).await
     }
 
+    /// Waits until `table` holds `n` rows where `condition` holds.
+    pub async fn wait_count(&self, table: &str, condition: &str, n: i64) {
+        let sql = format!("SELECT count(*) FROM {table} WHERE {condition}");
+        super::wait::wait_until_count(&self.db, &sql, n).await;
+    }
+
+    /// Asserts `/metrics` values, each `series value` (absent counts as 0).
+    pub async fn assert_metrics(&self, expected: &[&str]) {
+        super::http::assert_metrics(&self.metrics().await, &expected.join("\n"));
+    }
+
     /// The rows in `table`.
     pub async fn count(&self, table: &str) -> i64 {
         scalar_i64(&self.db, &format!("SELECT count(*) FROM {table}")).await
@@ -385,6 +498,33 @@ impl TestApp {
     /// a time (`Worker::new`, `DeliveryRelay::new`).
     pub fn processing(&self) -> Arc<wharf::processing::Processing> {
         Arc::clone(&self.server.as_ref().expect("a running server").processing)
+    }
+
+    /// A worker on the server's processing context, to drive one step at a time.
+    pub fn worker(&self) -> wharf::processing::Worker {
+        wharf::processing::Worker::new(self.processing())
+    }
+
+    /// A relay over every lane on the server's processing context.
+    pub fn relay(&self) -> wharf::processing::DeliveryRelay {
+        wharf::processing::DeliveryRelay::new(self.processing(), wharf::processing::Lane::All)
+    }
+
+    /// One worker step: the events it processed.
+    pub async fn work_once(&self) -> usize {
+        self.worker().try_execute().await.unwrap()
+    }
+
+    /// One worker step on a task of its own (for a step a test holds up).
+    pub fn spawn_worker(&self) -> tokio::task::JoinHandle<usize> {
+        let worker = self.worker();
+        tokio::spawn(async move { worker.try_execute().await.unwrap() })
+    }
+
+    /// One relay step on a task of its own (for a send a test holds up).
+    pub fn spawn_relay(&self) -> tokio::task::JoinHandle<usize> {
+        let relay = self.relay();
+        tokio::spawn(async move { relay.try_execute().await.unwrap() })
     }
 
     pub async fn shutdown(mut self) {

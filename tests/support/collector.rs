@@ -63,11 +63,7 @@ impl Collector {
                 },
             ),
         );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let task = tokio::spawn(async move {
-            axum::serve(listener, app).await.unwrap();
-        });
+        let (addr, task) = super::receiver::serve_on_port_0(app).await;
         Self {
             url: format!("http://{addr}"),
             spans,

@@ -1,6 +1,7 @@
 //! A fresh Postgres database for each test, and queries for assertions.
 
-use sqlx::{Connection, PgConnection, PgPool};
+use sqlx::postgres::PgRow;
+use sqlx::{Connection, FromRow, PgConnection, PgPool, Postgres, Transaction};
 use tokio::sync::OnceCell;
 
 /// The server that hosts every test's database.
@@ -61,6 +62,42 @@ fn created_before(name: &str, cutoff: std::time::SystemTime) -> bool {
     };
     let (secs, nanos) = ts.to_unix();
     std::time::UNIX_EPOCH + std::time::Duration::new(secs, nanos) < cutoff
+}
+
+/// Runs `sql` (no parameters): the rows it touched.
+pub async fn execute(db: &PgPool, sql: &str) -> u64 {
+    sqlx::query(sql)
+        .execute(db)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .rows_affected()
+}
+
+/// What a row of a query can be read as.
+pub trait Row: for<'r> FromRow<'r, PgRow> + Send + Unpin {}
+impl<T: for<'r> FromRow<'r, PgRow> + Send + Unpin> Row for T {}
+
+/// Every row `sql` selects (no parameters).
+pub async fn all_rows<T: Row>(db: &PgPool, sql: &str) -> Vec<T> {
+    sqlx::query_as(sql)
+        .fetch_all(db)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+}
+
+/// The first row `sql` selects (no parameters); there must be one.
+pub async fn one_row<T: Row>(db: &PgPool, sql: &str) -> T {
+    let mut rows = all_rows(db, sql).await;
+    assert!(!rows.is_empty(), "no row: {sql}");
+    rows.swap_remove(0)
+}
+
+/// A transaction that has run `sql` (a `LOCK TABLE ...`): what it holds is held until it
+/// commits or drops.
+pub async fn holding(db: &PgPool, sql: &str) -> Transaction<'static, Postgres> {
+    let mut tx = db.begin().await.unwrap();
+    sqlx::query(sql).execute(&mut *tx).await.unwrap();
+    tx
 }
 
 /// The one number `sql` selects.

@@ -2,17 +2,20 @@
 //!
 //! - [`app`]: a Wharf server under test, in process: `TestApp::builder()`, then
 //!   `.write_config()` or `.start()`.
-//! - [`database`]: a fresh Postgres database per test, and queries for assertions.
+//! - [`database`]: a fresh Postgres database per test, and queries for assertions
+//!   (`execute`, `one_row`, `all_rows`, `holding`).
 //! - [`files`]: the repository's files (built adapters, vectors) and file operations.
-//! - [`get`]: GET requests (handshakes served on GET) and their text answers.
-//! - [`http`]: requests to the server and what it answers, down to raw TCP.
+//! - [`get`]: GET requests to `/webhooks/{endpoint}` (handshakes served on GET).
+//! - [`http`]: requests to the server and the one [`http::Answer`] they all return, down to
+//!   raw TCP.
 //! - [`mutate`]: requests changed one element at a time (header names ignoring case).
 //! - [`offline`]: the host's verification alone, with no server and no database.
 //! - [`process`]: the `wharf` binary run as a child process, and its log.
 //! - [`secrets`]: secret sets (versions, expiry, public keys) and endpoints, as TOML.
 //! - [`signing`]: provider secrets, and requests signed as Stripe and GitHub sign them.
 //! - [`stored`]: what a provider test's app answered and stored.
-//! - [`text`]: answers that are not JSON (Adyen's `[accepted]`).
+//! - [`text`]: Adyen's `[accepted]` as a `(status, content type, body)` tuple, until its test
+//!   reads [`http::Answer`].
 //! - [`vectors`]: the published vectors, typed, and the runner that sends them.
 //!
 //! Used by the processing tests only:

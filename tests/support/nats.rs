@@ -6,6 +6,13 @@ pub struct NatsScope {
     pub stream: String,
 }
 
+/// A `[[route]]` sending `endpoint`'s `events` (a TOML array's items) to NATS `subject`.
+pub fn nats_route_toml(endpoint: &str, events: &str, subject: &str) -> String {
+    format!(
+        "[[route]]\nendpoint = \"{endpoint}\"\nevents = [{events}]\nsink = \"nats\"\nsubject = \"{subject}\"\n"
+    )
+}
+
 impl NatsScope {
     pub fn new() -> Self {
         let id = uuid::Uuid::now_v7().simple().to_string();

@@ -45,6 +45,32 @@ pub fn run_wharf_in(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
         .expect("wharf runs")
 }
 
+/// Asserts that a command ran to success, showing `what` and its stderr otherwise.
+#[track_caller]
+pub fn assert_ran(output: &Output, what: &str) {
+    assert!(
+        output.status.success(),
+        "{what}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// `wharf serve` on `config`, which must refuse to start (no database in its environment):
+/// its stderr.
+pub async fn refused_to_serve(config: &Path) -> String {
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_wharf"))
+        .arg("serve")
+        .arg("--config")
+        .arg(config)
+        .env_remove("WHARF_DATABASE_URL")
+        .env_remove("DATABASE_URL")
+        .output()
+        .await
+        .unwrap();
+    assert!(!output.status.success(), "wharf serve started");
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
 /// A `wharf serve` child process on port 0; killed on drop.
 pub struct ServeProcess {
     pub child: tokio::process::Child,
@@ -57,6 +83,18 @@ impl ServeProcess {
     /// Starts `wharf serve`; its log (stderr) goes to `log` at `RUST_LOG=info`, else nowhere.
     pub async fn start(config: &Path, log: Option<&Path>) -> Self {
         Self::start_with(&["serve"], config, log, &[]).await
+    }
+
+    /// Starts `wharf serve` with the file-watch poll pushed out of reach (10 min): only an
+    /// event from the watcher can make it notice a change within a test's waits.
+    pub async fn start_without_poll(config: &Path) -> Self {
+        Self::start_with(
+            &["serve"],
+            config,
+            None,
+            &[("WHARF_WATCH_POLL_MS", "600000")],
+        )
+        .await
     }
 
     /// Starts `wharf <command...> --config CONFIG` with extra environment variables and waits

@@ -38,6 +38,14 @@ impl Behaviour {
             then: (200, Duration::ZERO),
         }
     }
+
+    /// 500 to the first request, then 200.
+    pub fn fails_once() -> Self {
+        Self {
+            script: [(500, Duration::ZERO)].into(),
+            ..Self::ok()
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -50,6 +58,16 @@ struct ReceiverState {
     holds: Arc<Mutex<HashMap<usize, Arc<Notify>>>>,
     /// Requests to `/landing`, where every 3xx answer of `/events` points.
     landed: Arc<AtomicUsize>,
+}
+
+/// Serves `app` on 127.0.0.1, port 0, on a task of its own: (address, task).
+pub async fn serve_on_port_0(app: axum::Router) -> (SocketAddr, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        axum::serve(listener, app).await.unwrap();
+    });
+    (addr, task)
 }
 
 /// An HTTP server on port 0 that records every delivery. A 3xx answer redirects to
@@ -73,11 +91,7 @@ impl Receiver {
             .route("/events", post(receive))
             .route("/landing", any(land))
             .with_state(state.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr: SocketAddr = listener.local_addr().unwrap();
-        let task = tokio::spawn(async move {
-            axum::serve(listener, app).await.unwrap();
-        });
+        let (addr, task) = serve_on_port_0(app).await;
         Self {
             url: format!("http://{addr}/events"),
             state,
