@@ -6,7 +6,7 @@
 use crate::support::mutate::{flip_byte, pairs};
 use crate::support::offline::{INVALID_SIGNATURE, Verdict, Verifier};
 use crate::support::secrets::{SecretsFile, UNEXPIRED, endpoint, endpoints, value};
-use crate::support::{app::*, signing::*, stored::*, text::post_text, vectors::*};
+use crate::support::{app::*, signing::*, stored::*, vectors::*};
 use base64::Engine as _;
 use serde_json::{Value, json};
 
@@ -25,18 +25,17 @@ async fn app() -> TestApp {
 
 async fn post(app: &TestApp, endpoint: &str, body: impl Into<Vec<u8>>) -> (u16, String) {
     let h = [("Content-Type", "application/json")];
-    let (status, content_type, text) =
-        post_text(&app.client, &app.base, endpoint, &h, body.into()).await;
-    if status == 200 {
+    let answer = app.post(endpoint, &h, body).await;
+    if answer.status == 200 {
         assert_eq!(
-            (content_type.as_str(), text.as_str()),
-            ("text/plain", "[accepted]")
+            (answer.content_type.as_deref(), answer.body.as_str()),
+            (Some("text/plain"), "[accepted]")
         );
-        return (status, text);
+        return (answer.status, answer.body);
     }
-    let json: Value = serde_json::from_str(&text).unwrap();
+    let json: Value = serde_json::from_str(&answer.body).unwrap();
     (
-        status,
+        answer.status,
         json["error"].as_str().unwrap_or_default().to_owned(),
     )
 }

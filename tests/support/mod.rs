@@ -14,8 +14,6 @@
 //! - [`secrets`]: secret sets (versions, expiry, public keys) and endpoints, as TOML.
 //! - [`signing`]: provider secrets, and requests signed as Stripe and GitHub sign them.
 //! - [`stored`]: what a provider test's app answered and stored.
-//! - [`text`]: Adyen's `[accepted]` as a `(status, content type, body)` tuple, until its test
-//!   reads [`http::Answer`].
 //! - [`vectors`]: the published vectors, typed, and the runner that sends them.
 //!
 //! Used by the processing tests only:
@@ -42,6 +40,5 @@ pub mod receiver;
 pub mod secrets;
 pub mod signing;
 pub mod stored;
-pub mod text;
 pub mod vectors;
 pub mod wait;
