@@ -45,4 +45,6 @@ pub mod cli;
 pub use server::{Server, ServerOptions};
 
 #[cfg(test)]
+mod file_rules;
+#[cfg(test)]
 mod layers;
