@@ -17,7 +17,7 @@ pub use request::{GuestState, RequestView};
 pub use v0_2::{
     Algorithm, Answer, AnswerPart, Check, Description, Envelope, Handshake, Method, ObjectVersion,
     Ordering, Parsed, Part, Prepared, PublicKeyEncoding, Rejection, RejectionKind, SecretEncoding,
-    Span,
+    Span, Tolerance,
 };
 
 /// The WIT package versions this host serves, as a component's `types` import names them.

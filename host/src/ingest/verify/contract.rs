@@ -2,6 +2,7 @@
 //! before any key is used (`validate`), and the bounds on the work it may ask of the host.
 
 use std::borrow::Cow;
+use std::ops::Range;
 
 use memchr::memmem;
 
@@ -94,8 +95,9 @@ pub fn hash_budget(body_len: usize) -> usize {
 
 /// What "verified" means, enforced on the adapter's description before any key is used:
 /// bounded work, declared algorithms, the body covered in a declared form, and, when freshness
-/// is checked, the timestamp's decimal text inside one run of literals or one body slice of
-/// every check that signs (so the freshness that is checked is the freshness that is signed).
+/// is checked, the timestamp's decimal text as a whole run of digits inside one run of
+/// literals or one body slice of every check that signs (so the freshness that is checked is
+/// the freshness that is signed).
 /// Returns each check's coverage.
 pub fn validate(
     prepared: &Prepared,
@@ -207,11 +209,14 @@ pub fn validate(
         }
         if let Some((i, _)) = signing.find(|(_, (c, _))| {
             let in_literals =
-                literal_runs(&c.message).any(|run| memmem::find(&run, decimal).is_some());
+                literal_runs(&c.message).any(|run| whole_run(&run, 0..run.len(), decimal));
             // A slice of the body is signed bytes too (a batch item carrying its timestamp).
+            // Its neighbours are read in the body, so a slice cannot cut the digits out of a
+            // longer number.
             let in_slices = c.message.iter().any(|p| match p {
-                Part::BodySpan(s) => slice(0, inputs.body, s)
-                    .is_ok_and(|bytes| memmem::find(bytes, decimal).is_some()),
+                Part::BodySpan(s) => slice(0, inputs.body, s).is_ok_and(|_| {
+                    whole_run(inputs.body, s.start as usize..s.end as usize, decimal)
+                }),
                 _ => false,
             });
             !(in_literals || in_slices)
@@ -220,6 +225,20 @@ pub fn validate(
         }
     }
     Ok(coverage)
+}
+
+/// Whether `digits` occurs inside `bytes[range]` as a whole run: the bytes beside it, read in
+/// `bytes` (so also outside `range`), are not ASCII digits, or it touches an edge of `bytes`.
+/// `1700000000` is not signed by `v0:17000000001:`, which signs another time.
+fn whole_run(bytes: &[u8], range: Range<usize>, digits: &[u8]) -> bool {
+    let digit = |at: Option<usize>| {
+        at.and_then(|i| bytes.get(i))
+            .is_some_and(u8::is_ascii_digit)
+    };
+    memmem::find_iter(&bytes[range.clone()], digits).any(|at| {
+        let start = range.start + at;
+        !digit(start.checked_sub(1)) && !digit(Some(start + digits.len()))
+    })
 }
 
 /// The decimal text of `n`, written into `buf` (20 bytes hold any `i64`).
@@ -327,6 +346,34 @@ mod tests {
         let raw = sig_check(vec![Part::Literal(b"v1.".to_vec()), Part::RawBody], ts);
         assert_eq!(
             validate(&raw, HMAC, &inputs(body), true),
+            Err(ContractViolation::TimestampNotSigned(0))
+        );
+    }
+
+    #[test]
+    fn a_checked_timestamp_is_a_whole_run_of_digits_not_part_of_a_longer_one() {
+        let ts = Some(1_700_000_000);
+        for (literal, signed) in [
+            (&b"v0:17000000001:"[..], false),
+            (b"v0:91700000000:", false),
+            (b"1700000000", true),
+            (b"t=1700000000,v1", true),
+            (b"-1700000000.", true),
+        ] {
+            let p = sig_check(vec![Part::Literal(literal.to_vec()), Part::RawBody], ts);
+            let expected = if signed {
+                Ok(vec![Coverage::Whole])
+            } else {
+                Err(ContractViolation::TimestampNotSigned(0))
+            };
+            assert_eq!(validated(&p, 4, true), expected, "{literal:?}");
+        }
+        // A slice's neighbours are read in the body: cutting the digits out of a longer number
+        // does not make them a whole run.
+        let body = b"{\"t\":17000000009}";
+        let cut = sig_check(vec![Part::BodySpan(Span { start: 5, end: 15 })], ts);
+        assert_eq!(
+            validate(&cut, HMAC, &inputs(body), true),
             Err(ContractViolation::TimestampNotSigned(0))
         );
     }
