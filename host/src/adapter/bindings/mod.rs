@@ -14,10 +14,12 @@ mod v0_2;
 
 pub use request::{GuestState, RequestView};
 
+#[cfg(test)]
+pub use v0_2::Tolerance;
 pub use v0_2::{
     Algorithm, Answer, AnswerPart, Check, Description, Envelope, Handshake, Method, ObjectVersion,
     Ordering, Parsed, Part, Prepared, PublicKeyEncoding, Rejection, RejectionKind, SecretEncoding,
-    Span, Tolerance,
+    Span,
 };
 
 /// The WIT package versions this host serves, as a component's `types` import names them.

@@ -57,6 +57,12 @@ pub enum ContractViolation {
     NoPublicUrl(usize),
     #[error("check {0} has a body span outside the body")]
     SpanOutsideBody(usize),
+    #[error("check {0} has an empty body slice")]
+    EmptySlice(usize),
+    #[error("check {0} signs body slices joined by a literal run over {MAX_SEPARATOR_BYTES} bytes")]
+    SeparatorTooLong(usize),
+    #[error("check {0} signs body slices with a literal before the first or after the last")]
+    LiteralOutsideSlices(usize),
     #[error("check {0} has a body-json-string span that is not one JSON string")]
     NotAJsonString(usize),
     #[error("event {0} has a span outside the body")]
@@ -65,6 +71,8 @@ pub enum ContractViolation {
     ItemNotSigned(usize),
     #[error("event {0} does not contain every slice its check signs")]
     ItemOutsideSpan(usize),
+    #[error("event {event} spans a slice that check {check}, another item's, signs")]
+    ItemOverAnotherItem { event: usize, check: usize },
 }
 
 /// What `validate` found each check to be.
@@ -145,13 +153,12 @@ pub fn validate(
             coverage.push(Coverage::Token);
             continue;
         }
-        let (mut whole, mut slices, mut urls, mut long_literal) = (false, false, 0, false);
+        let (mut whole, mut slices, mut urls) = (false, false, 0);
         for part in &check.message {
             match part {
                 Part::Literal(bytes) => {
                     literal_bytes += bytes.len();
                     hashed += bytes.len();
-                    long_literal |= bytes.len() > MAX_SEPARATOR_BYTES;
                 }
                 Part::RawBody | Part::SortedFormParams => {
                     whole = true;
@@ -160,6 +167,10 @@ pub fn validate(
                 Part::BodySpan(s) | Part::BodyJsonString(s) => {
                     if s.start > s.end || s.end > body_len as u64 {
                         return Err(ContractViolation::SpanOutsideBody(i));
+                    }
+                    // An empty slice signs nothing, yet would make the check look like an item's.
+                    if s.start == s.end {
+                        return Err(ContractViolation::EmptySlice(i));
                     }
                     slices = true;
                     hashed += (s.end - s.start) as usize;
@@ -184,7 +195,8 @@ pub fn validate(
         }
         coverage.push(if whole {
             Coverage::Whole
-        } else if slices && !long_literal && urls == 0 {
+        } else if slices && urls == 0 {
+            items_form(i, &check.message)?;
             Coverage::Items
         } else {
             return Err(ContractViolation::BodyNotCovered(i));
@@ -239,6 +251,21 @@ fn whole_run(bytes: &[u8], range: Range<usize>, digits: &[u8]) -> bool {
         let start = range.start + at;
         !digit(start.checked_sub(1)) && !digit(Some(start + digits.len()))
     })
+}
+
+/// An item's form: body slices joined by short separators. Each run of adjacent literals is at
+/// most `MAX_SEPARATOR_BYTES` (a long literal cut into short ones is still long: it could
+/// carry any bytes a signer meant as the body), and none stands before the first slice or
+/// after the last (where nothing bounds what it stands for).
+fn items_form(i: usize, message: &[Part]) -> Result<(), ContractViolation> {
+    let slice = |p: Option<&Part>| matches!(p, Some(Part::BodySpan(_) | Part::BodyJsonString(_)));
+    if !slice(message.first()) || !slice(message.last()) {
+        return Err(ContractViolation::LiteralOutsideSlices(i));
+    }
+    if literal_runs(message).any(|run| run.len() > MAX_SEPARATOR_BYTES) {
+        return Err(ContractViolation::SeparatorTooLong(i));
+    }
+    Ok(())
 }
 
 /// The decimal text of `n`, written into `buf` (20 bytes hold any `i64`).

@@ -181,7 +181,7 @@ mod tests {
     use super::contract::{MAX_SEPARATOR_BYTES, literal_runs};
     use super::test_kit::*;
     use super::*;
-    use crate::adapter::{Check, MacAlgorithm, Span};
+    use crate::adapter::{Check, Envelope, MacAlgorithm, Span};
     use crate::ingest::secrets::{PublicKey, TrustedPublicKey};
 
     #[test]
@@ -295,13 +295,42 @@ mod tests {
                         let whole = check.message.iter().any(|p| matches!(p, Part::RawBody));
                         prop_assert_eq!(whole, *coverage == Coverage::Whole);
                         if *coverage == Coverage::Items {
-                            let declared_form = check.message.iter().all(|p| match p {
-                                Part::Literal(l) => l.len() <= MAX_SEPARATOR_BYTES,
-                                Part::BodySpan(s) => s.start <= s.end && s.end <= body.len() as u64,
-                                _ => false,
-                            });
-                            prop_assert!(declared_form);
+                            // Non-empty slices inside the body, joined by runs of literals of at
+                            // most 8 bytes, a slice first and last.
+                            let mut run = 0;
+                            for p in &check.message {
+                                match p {
+                                    Part::Literal(l) => run += l.len(),
+                                    Part::BodySpan(s) => {
+                                        prop_assert!(s.start < s.end && s.end <= body.len() as u64);
+                                        run = 0;
+                                    }
+                                    _ => prop_assert!(false, "{p:?} in an item check"),
+                                }
+                                prop_assert!(run <= MAX_SEPARATOR_BYTES);
+                            }
+                            prop_assert!(matches!(check.message.first(), Some(Part::BodySpan(_))));
+                            prop_assert!(matches!(check.message.last(), Some(Part::BodySpan(_))));
                         }
+                    }
+                    // An event over the whole body is another item's too whenever another
+                    // item check applied.
+                    let items: Vec<usize> = (0..prepared.checks.len())
+                        .filter(|&i| passed.coverage[i] == Coverage::Items && passed.applied[i])
+                        .collect();
+                    for &i in &items {
+                        let whole = Envelope {
+                            event_id: "e".into(),
+                            event_type: "t".into(),
+                            object_id: None,
+                            object_version: None,
+                            created_at: None,
+                            route: None,
+                            span: Some(Span { start: 0, end: body.len() as u64 }),
+                            signed_by: Some(i as u32),
+                        };
+                        let accepted = check_items(&passed, &prepared, &[whole], body.len()).is_ok();
+                        prop_assert_eq!(accepted, items.len() == 1);
                     }
                     // Covering the whole body means any change to it fails.
                     if let (true, Some(first)) =
@@ -312,10 +341,22 @@ mod tests {
                         prop_assert!(run(HMAC, &set, &prepared, &inputs(&changed), freshness).is_err());
                     }
                     if let (true, Some(ts)) = (freshness, prepared.timestamp) {
+                        // A whole run of digits in a run of literals or a slice of the body.
                         let decimal = ts.to_string();
+                        let whole_run = |bytes: &[u8], from: usize, to: usize| {
+                            memmem::find_iter(&bytes[from..to], decimal.as_bytes()).any(|at| {
+                                let (a, b) = (from + at, from + at + decimal.len());
+                                (a == 0 || !bytes[a - 1].is_ascii_digit())
+                                    && bytes.get(b).is_none_or(|c| !c.is_ascii_digit())
+                            })
+                        };
                         for check in &prepared.checks {
                             let signed = literal_runs(&check.message)
-                                .any(|run| memmem::find(&run, decimal.as_bytes()).is_some());
+                                .any(|run| whole_run(&run, 0, run.len()))
+                                || check.message.iter().any(|p| match p {
+                                    Part::BodySpan(s) => whole_run(&body, s.start as usize, s.end as usize),
+                                    _ => false,
+                                });
                             prop_assert!(signed);
                         }
                     }
