@@ -116,16 +116,6 @@ mod tests {
         let set = secrets(&[("k", key)]);
         let passed = run(HMAC, &set, &prepared, &inputs(body), false).unwrap();
         assert_eq!(passed.coverage, [Coverage::Items, Coverage::Items]);
-        let event = |signed_by: Option<u32>, span: Option<Span>| Envelope {
-            event_id: "e".into(),
-            event_type: "t".into(),
-            object_id: None,
-            object_version: None,
-            created_at: None,
-            route: None,
-            span,
-            signed_by,
-        };
         let len = body.len();
         assert!(
             check_items(

@@ -181,7 +181,7 @@ mod tests {
     use super::contract::{MAX_SEPARATOR_BYTES, literal_runs};
     use super::test_kit::*;
     use super::*;
-    use crate::adapter::{Check, Envelope, MacAlgorithm, Span};
+    use crate::adapter::{Check, MacAlgorithm, Span};
     use crate::ingest::secrets::{PublicKey, TrustedPublicKey};
 
     #[test]
@@ -319,16 +319,8 @@ mod tests {
                         .filter(|&i| passed.coverage[i] == Coverage::Items && passed.applied[i])
                         .collect();
                     for &i in &items {
-                        let whole = Envelope {
-                            event_id: "e".into(),
-                            event_type: "t".into(),
-                            object_id: None,
-                            object_version: None,
-                            created_at: None,
-                            route: None,
-                            span: Some(Span { start: 0, end: body.len() as u64 }),
-                            signed_by: Some(i as u32),
-                        };
+                        let whole =
+                            event(Some(i as u32), Some(Span { start: 0, end: body.len() as u64 }));
                         let accepted = check_items(&passed, &prepared, &[whole], body.len()).is_ok();
                         prop_assert_eq!(accepted, items.len() == 1);
                     }
