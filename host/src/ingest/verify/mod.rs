@@ -253,16 +253,53 @@ mod tests {
             ]
         }
 
+        /// Parts of an item check, careless ones among them: empty slices, literal runs past 8
+        /// bytes when adjacent, literals at either end.
+        fn item_part() -> impl Strategy<Value = Part> {
+            prop_oneof![
+                (0u64..8, 0u64..8).prop_map(|(a, b)| Part::BodySpan(Span { start: a, end: b })),
+                Just(Part::Literal(b":".to_vec())),
+                Just(Part::Literal(b"12345678".to_vec())),
+            ]
+        }
+
+        /// A well-formed item check: non-empty slices joined by `:`.
+        fn item_message() -> impl Strategy<Value = Vec<Part>> {
+            vec((0u64..40, 1u64..8), 1..4).prop_map(|spans| {
+                let mut message = vec![];
+                for (start, len) in spans {
+                    if !message.is_empty() {
+                        message.push(Part::Literal(b":".to_vec()));
+                    }
+                    message.push(Part::BodySpan(Span {
+                        start,
+                        end: start + len,
+                    }));
+                }
+                message
+            })
+        }
+
         /// Arbitrary results, sometimes past every bound; `sign` replaces the candidates with
         /// the right MACs so that some of them verify.
         fn prepared() -> impl Strategy<Value = (Prepared, bool)> {
             let check = (
-                prop_oneof![vec(part(), 0..6), vec(part(), 60..70)],
+                prop_oneof![
+                    vec(part(), 0..6),
+                    vec(part(), 60..70),
+                    vec(item_part(), 1..6),
+                    item_message(),
+                ],
                 vec(vec(any::<u8>(), 0..40), 0..3),
             )
                 .prop_map(|(message, signatures)| hmac_check(message, signatures));
             (
-                prop_oneof![vec(check.clone(), 0..4), vec(check, 62..66)],
+                prop_oneof![
+                    vec(check.clone(), 0..4),
+                    vec(check, 62..66),
+                    // A batch of items, each signed by its own check.
+                    vec(item_message().prop_map(|m| hmac_check(m, vec![])), 1..4),
+                ],
                 prop_oneof![
                     Just(None),
                     Just(Some(1_700_000_000i64)),
@@ -275,6 +312,27 @@ mod tests {
 
         proptest! {
             #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+            #[test]
+            fn a_checked_timestamp_is_signed_only_as_a_whole_run_of_digits(
+                before in vec(prop_oneof![b'0'..=b'9', any::<u8>()], 0..3),
+                after in vec(prop_oneof![b'0'..=b'9', any::<u8>()], 0..3),
+                ts in prop_oneof![0i64..100, any::<i64>()],
+            ) {
+                let decimal = ts.to_string().into_bytes();
+                let literal = [before, decimal.clone(), after].concat();
+                let whole = (0..=literal.len() - decimal.len()).any(|at| {
+                    let end = at + decimal.len();
+                    literal[at..end] == decimal[..]
+                        && (at == 0 || !literal[at - 1].is_ascii_digit())
+                        && literal.get(end).is_none_or(|b| !b.is_ascii_digit())
+                });
+                let p = Prepared {
+                    checks: vec![hmac_check(vec![Part::Literal(literal), Part::RawBody], vec![])],
+                    timestamp: Some(ts),
+                };
+                prop_assert_eq!(validate(&p, HMAC, &inputs(b"{}"), true).is_ok(), whole);
+            }
 
             #[test]
             fn arbitrary_results_never_panic_stay_in_budget_and_never_verify_without_covering_the_body(
