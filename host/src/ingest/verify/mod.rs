@@ -3,7 +3,8 @@
 //! The adapter says which bytes are signed and which signatures the request carries; this
 //! module decides whether that description is acceptable at all (`validate`: each check names
 //! an algorithm the adapter declared, covers the body in a declared form, a checked timestamp
-//! is inside the signed bytes, and the work asked of the host is bounded), then verifies each
+//! is a whole run of digits inside the signed bytes, and the work asked of the host is
+//! bounded), then verifies each
 //! check under every trusted version of the key it names: HMACs compared in constant time with
 //! an explicit length check, Ed25519 and ECDSA P-256 signatures verified, shared tokens
 //! compared in constant time.
@@ -11,8 +12,9 @@
 //! How a check covers the body (one of these, or it is refused before any key is touched):
 //! - whole: `raw-body` or `sorted-form-params` in the message, or `url` with
 //!   `body-sha256-param` (the signed URL carries the body's digest, which the host checks);
-//! - items (batches signed per item): body slices joined by short literal separators. Then
-//!   every event must name the check that signs it and lie around its slices (`check_items`).
+//! - items (batches signed per item): non-empty body slices, first and last, joined by runs of
+//!   literals of at most 8 bytes. Then every event must name the check that signs it, lie
+//!   around its slices and over no other item check's slice (`check_items`).
 //! - A `token` check signs nothing; it authenticates the sender only (GitLab, Meta's GET).
 //!
 //! Files:
