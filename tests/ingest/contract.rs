@@ -1,6 +1,7 @@
 //! The host alone decides what "verified" means. A careless or hostile adapter
-//! (`test-misbehave`) cannot make an unsigned body or an unsigned timestamp verify, cannot make
-//! the host hash without bound, cannot put the request into the log, and cannot hold a call by
+//! (`test-misbehave`) cannot make an unsigned body or an unsigned timestamp verify (nor digits
+//! cut from a longer number, nor an item check that signs no body byte), cannot make the host
+//! hash without bound, cannot put the request into the log, and cannot hold a call by
 //! sleeping; and verified ids that could not be header values or Postgres text are `malformed`.
 
 use std::process::Command;
@@ -75,6 +76,62 @@ async fn checks_that_skip_the_body_or_the_timestamp_never_verify() {
     let answer = misbehave(&app, "ok", ts, &dotted(ts, &body), &body).await;
     answer.assert_accepted("");
     assert_eq!(app.count("webhook_inbox").await, 1);
+    app.shutdown().await;
+}
+
+/// Each of these verified before: the MAC is right, but what it signs is another time, or no
+/// byte of the body (an empty slice; a long literal cut into 8-byte separators), or one item
+/// while the event stores both.
+#[tokio::test]
+async fn checks_that_sign_another_time_or_no_body_bytes_never_verify() {
+    let app = start_evil().await;
+    let ts = now();
+    let body = br#"{"amount":1000000,"to":"attacker"}"#.to_vec();
+    let refused = |answer: &Answer, what: &str| {
+        answer.assert_is(503, "adapter_unavailable", what);
+    };
+
+    let longer = [format!("{ts}7.").as_bytes(), &body].concat();
+    refused(
+        &misbehave(&app, "ts-longer-run", ts, &longer, &body).await,
+        "the timestamp's digits inside a longer number",
+    );
+    let wharf = format!("{ts}.wharf").into_bytes();
+    refused(
+        &misbehave(&app, "empty-slice", ts, &wharf, &body).await,
+        "an item check whose only slice is empty",
+    );
+    let cut = [format!("{ts}.").as_bytes(), &[b'x'; 400], &body[..1]].concat();
+    refused(
+        &misbehave(&app, "long-separator", ts, &cut, &body).await,
+        "a 400-byte literal in 8-byte parts and one body byte",
+    );
+
+    // Two items, each signed; the first event claims both.
+    let (first, second) = (
+        format!(r#"{{"ts":{ts}}}"#),
+        format!(r#"{{"ts":{ts},"to":"attacker"}}"#),
+    );
+    let mut headers = misbehave_headers("span-beyond", ts, first.as_bytes());
+    headers.push((
+        "x-sig2".into(),
+        hex::encode(hmac_sha256(GITHUB_SECRET.as_bytes(), second.as_bytes())),
+    ));
+    headers.push(("x-mid".into(), first.len().to_string()));
+    let answer = app
+        .post(
+            "evil",
+            &refs(&headers),
+            format!("{first}{second}").into_bytes(),
+        )
+        .await;
+    refused(&answer, "an event over another item's signed bytes");
+    assert_eq!(app.count("webhook_inbox").await, 0);
+
+    // Still serving what is signed properly.
+    misbehave(&app, "ok", ts, &dotted(ts, &body), &body)
+        .await
+        .assert_accepted("");
     app.shutdown().await;
 }
 

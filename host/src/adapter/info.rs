@@ -2,6 +2,8 @@
 
 use serde::Serialize;
 
+use crate::config::MAX_TOLERANCE_SECS;
+
 use super::bindings::{
     Algorithm, Answer, Description, Ordering, PublicKeyEncoding, SecretEncoding,
 };
@@ -10,6 +12,11 @@ use super::bindings::{
 const MAX_EVENT_TYPE_GLOBS: usize = 1024;
 /// The largest acknowledgement body an adapter may fix.
 const MAX_ACKNOWLEDGEMENT_BYTES: usize = 4096;
+/// The oldest a signed timestamp may be by an adapter's own tolerance: SendGrid retries a batch
+/// for 24 hours and documents no re-signing, so a day plus the hour an endpoint may allow.
+/// Bounded (as an endpoint's `tolerance_secs` is) because a tolerance of `u64::MAX` would turn
+/// freshness off while the host still counted the timestamp as checked.
+pub const MAX_ADAPTER_PAST_TOLERANCE_SECS: u64 = 24 * 3600 + MAX_TOLERANCE_SECS;
 
 /// What `describe` said, checked and in host types.
 #[derive(Debug, Clone, Serialize)]
@@ -138,6 +145,14 @@ impl TryFrom<Description> for AdapterInfo {
                 "acknowledgement must be 2xx, with a valid content type and at most {MAX_ACKNOWLEDGEMENT_BYTES} bytes"
             );
         }
+        if let Some(t) = d.tolerance {
+            anyhow::ensure!(
+                (1..=MAX_ADAPTER_PAST_TOLERANCE_SECS).contains(&t.past_secs)
+                    && t.future_secs <= MAX_TOLERANCE_SECS,
+                "adapter tolerance must be 1-{MAX_ADAPTER_PAST_TOLERANCE_SECS} s past and at most \
+                 {MAX_TOLERANCE_SECS} s ahead"
+            );
+        }
         let (secret_encoding, encoding) = match d.secret_encoding {
             SecretEncoding::Raw => ("raw", KeyEncoding::Raw),
             SecretEncoding::WhsecBase64 => ("whsec-base64", KeyEncoding::WhsecBase64),
@@ -192,4 +207,50 @@ pub enum KeyEncoding {
     WhsecBase64,
     Base64,
     Hex,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::bindings::Tolerance;
+    use super::*;
+
+    fn described(past_secs: u64, future_secs: u64) -> anyhow::Result<AdapterInfo> {
+        AdapterInfo::try_from(Description {
+            name: "a".into(),
+            version: "1".into(),
+            event_types: vec![],
+            max_body_bytes: None,
+            algorithms: vec![Algorithm::HmacSha256],
+            secret_encoding: SecretEncoding::Raw,
+            public_key_encoding: None,
+            serves_get: false,
+            acknowledgement: None,
+            tolerance: Some(Tolerance {
+                past_secs,
+                future_secs,
+            }),
+            ordering: Ordering::None,
+        })
+    }
+
+    #[test]
+    fn an_adapter_tolerance_is_bounded_as_an_endpoint_one_is() {
+        assert!(described(300, 300).is_ok());
+        // SendGrid's, the widest a bundled adapter declares.
+        assert!(described(25 * 3600, 300).is_ok());
+        assert!(described(MAX_ADAPTER_PAST_TOLERANCE_SECS, MAX_TOLERANCE_SECS).is_ok());
+        for (past, future) in [
+            (u64::MAX, 300),
+            (300, u64::MAX),
+            (MAX_ADAPTER_PAST_TOLERANCE_SECS + 1, 0),
+            (300, MAX_TOLERANCE_SECS + 1),
+            (0, 300),
+        ] {
+            let refused = described(past, future).unwrap_err().to_string();
+            assert!(
+                refused.contains("adapter tolerance"),
+                "{past} {future}: {refused}"
+            );
+        }
+    }
 }

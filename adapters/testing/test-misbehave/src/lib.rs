@@ -19,6 +19,15 @@
 //! `get-events` answers a GET with an event instead of a handshake; `ack` (GET) answers a
 //! handshake whose body is the HMAC-SHA256 hex of `x-challenge` under the verifying secret.
 //!
+//! Second round (each verified before the host tightened its rules): `ts-longer-run` signs
+//! `<ts>7.<body>`, so the reported timestamp's digits sit inside a longer number;
+//! `empty-slice` is an item check of `<ts>.wharf` in short literals and an empty body slice;
+//! `long-separator` is an item check of `<ts>.` and 400 bytes of `x` in 8-byte literals, then
+//! the body's first byte; `span-beyond` is two item checks, the body before and from `x-mid`
+//! (MACs in `x-sig` and `x-sig2`), whose first event spans the whole body. Item modes' events
+//! name their checks. An adapter's tolerance is read once, at `describe`, so no mode can
+//! declare one: the host's bound on it is a unit test.
+//!
 //! `parse` returns one event whose id is `x-event-id` (default `evt_misbehave`); with
 //! `x-count-calls` present, followed by `-calls-<n>`, where n counts the export calls this
 //! instance has served (its own `prepare` and `parse` make 2 when each request has an instance
@@ -77,6 +86,19 @@ fn timestamp(req: &Request) -> i64 {
     req.header("x-ts")
         .and_then(|v| parse_unix_timestamp(&v))
         .unwrap_or(0)
+}
+
+/// `bytes` as literals of at most 8 bytes each (each one a "separator" by itself).
+fn short_literals(bytes: &[u8]) -> Vec<Part> {
+    bytes.chunks(8).map(|c| Part::Literal(c.to_vec())).collect()
+}
+
+/// Where `span-beyond` splits the body (`x-mid`, within the body).
+fn mid(req: &Request) -> usize {
+    let len = req.body_len() as usize;
+    req.header("x-mid")
+        .and_then(|v| std::str::from_utf8(&v).ok()?.parse().ok())
+        .map_or(len / 2, |m: usize| m.min(len))
 }
 
 impl Adapter for TestMisbehave {
@@ -144,6 +166,33 @@ impl Adapter for TestMisbehave {
                     Part::RawBody,
                 ],
             )),
+            b"ts-longer-run" => Ok(signed(
+                req,
+                pieces_then_body(&[&[ts.as_slice(), b"7"].concat()], b'.'),
+            )),
+            b"empty-slice" => {
+                let mut message = short_literals(&[ts.as_slice(), b".wharf"].concat());
+                message.push(Part::BodySpan(span(0, 0)));
+                Ok(signed(req, message))
+            }
+            b"long-separator" => {
+                let mut message = short_literals(&[ts.as_slice(), b".", &[b'x'; 400]].concat());
+                message.push(Part::BodySpan(span(0, 1)));
+                Ok(signed(req, message))
+            }
+            b"span-beyond" => {
+                let (mid, len) = (mid(req), req.body_len() as usize);
+                let mut p = signed(req, vec![Part::BodySpan(span(0, mid))]);
+                let second = req
+                    .header("x-sig2")
+                    .and_then(|v| hex_decode(&v))
+                    .unwrap_or_else(|| vec![0; 32]);
+                p.checks.push(hmac_sha256(
+                    vec![Part::BodySpan(span(mid, len))],
+                    vec![second],
+                ));
+                Ok(p)
+            }
             // GET modes: no body, so a check over the (empty) body and the signed timestamp.
             b"get-events" | b"ack" => Ok(signed(req, pieces_then_body(&[&ts], b'.'))),
             _ => Err(invalid("set x-misbehave")),
@@ -167,6 +216,27 @@ impl Adapter for TestMisbehave {
                 AnswerPart::HmacSha256Hex(challenge),
             ];
             return Ok(Handshake::new("text/plain", body).into());
+        }
+        let len = req.body_len() as usize;
+        match mode.as_slice() {
+            b"empty-slice" | b"long-separator" => {
+                return Ok(event(event_id, "misbehave.test")
+                    .signed_by(0)
+                    .span(span(0, len))
+                    .into());
+            }
+            b"span-beyond" => {
+                let events = vec![
+                    event(format!("{event_id}-0"), "misbehave.test")
+                        .signed_by(0)
+                        .span(span(0, len)),
+                    event(format!("{event_id}-1"), "misbehave.test")
+                        .signed_by(1)
+                        .span(span(mid(req), len)),
+                ];
+                return Ok(events.into());
+            }
+            _ => {}
         }
         let mut event = event(event_id, "misbehave.test");
         if mode == b"items" && req.header("x-signed-by").is_some() {

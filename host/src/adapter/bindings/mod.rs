@@ -14,6 +14,8 @@ mod v0_2;
 
 pub use request::{GuestState, RequestView};
 
+#[cfg(test)]
+pub use v0_2::Tolerance;
 pub use v0_2::{
     Algorithm, Answer, AnswerPart, Check, Description, Envelope, Handshake, Method, ObjectVersion,
     Ordering, Parsed, Part, Prepared, PublicKeyEncoding, Rejection, RejectionKind, SecretEncoding,

@@ -2,6 +2,7 @@
 //! before any key is used (`validate`), and the bounds on the work it may ask of the host.
 
 use std::borrow::Cow;
+use std::ops::Range;
 
 use memchr::memmem;
 
@@ -56,6 +57,12 @@ pub enum ContractViolation {
     NoPublicUrl(usize),
     #[error("check {0} has a body span outside the body")]
     SpanOutsideBody(usize),
+    #[error("check {0} has an empty body slice")]
+    EmptySlice(usize),
+    #[error("check {0} signs body slices joined by a literal run over {MAX_SEPARATOR_BYTES} bytes")]
+    SeparatorTooLong(usize),
+    #[error("check {0} signs body slices with a literal before the first or after the last")]
+    LiteralOutsideSlices(usize),
     #[error("check {0} has a body-json-string span that is not one JSON string")]
     NotAJsonString(usize),
     #[error("event {0} has a span outside the body")]
@@ -64,6 +71,8 @@ pub enum ContractViolation {
     ItemNotSigned(usize),
     #[error("event {0} does not contain every slice its check signs")]
     ItemOutsideSpan(usize),
+    #[error("event {event} spans a slice that check {check}, another item's, signs")]
+    ItemOverAnotherItem { event: usize, check: usize },
 }
 
 /// What `validate` found each check to be.
@@ -94,8 +103,9 @@ pub fn hash_budget(body_len: usize) -> usize {
 
 /// What "verified" means, enforced on the adapter's description before any key is used:
 /// bounded work, declared algorithms, the body covered in a declared form, and, when freshness
-/// is checked, the timestamp's decimal text inside one run of literals or one body slice of
-/// every check that signs (so the freshness that is checked is the freshness that is signed).
+/// is checked, the timestamp's decimal text as a whole run of digits inside one run of
+/// literals or one body slice of every check that signs (so the freshness that is checked is
+/// the freshness that is signed).
 /// Returns each check's coverage.
 pub fn validate(
     prepared: &Prepared,
@@ -143,13 +153,12 @@ pub fn validate(
             coverage.push(Coverage::Token);
             continue;
         }
-        let (mut whole, mut slices, mut urls, mut long_literal) = (false, false, 0, false);
+        let (mut whole, mut slices, mut urls) = (false, false, 0);
         for part in &check.message {
             match part {
                 Part::Literal(bytes) => {
                     literal_bytes += bytes.len();
                     hashed += bytes.len();
-                    long_literal |= bytes.len() > MAX_SEPARATOR_BYTES;
                 }
                 Part::RawBody | Part::SortedFormParams => {
                     whole = true;
@@ -158,6 +167,10 @@ pub fn validate(
                 Part::BodySpan(s) | Part::BodyJsonString(s) => {
                     if s.start > s.end || s.end > body_len as u64 {
                         return Err(ContractViolation::SpanOutsideBody(i));
+                    }
+                    // An empty slice signs nothing, yet would make the check look like an item's.
+                    if s.start == s.end {
+                        return Err(ContractViolation::EmptySlice(i));
                     }
                     slices = true;
                     hashed += (s.end - s.start) as usize;
@@ -182,7 +195,8 @@ pub fn validate(
         }
         coverage.push(if whole {
             Coverage::Whole
-        } else if slices && !long_literal && urls == 0 {
+        } else if slices && urls == 0 {
+            items_form(i, &check.message)?;
             Coverage::Items
         } else {
             return Err(ContractViolation::BodyNotCovered(i));
@@ -207,11 +221,14 @@ pub fn validate(
         }
         if let Some((i, _)) = signing.find(|(_, (c, _))| {
             let in_literals =
-                literal_runs(&c.message).any(|run| memmem::find(&run, decimal).is_some());
+                literal_runs(&c.message).any(|run| whole_run(&run, 0..run.len(), decimal));
             // A slice of the body is signed bytes too (a batch item carrying its timestamp).
+            // Its neighbours are read in the body, so a slice cannot cut the digits out of a
+            // longer number.
             let in_slices = c.message.iter().any(|p| match p {
-                Part::BodySpan(s) => slice(0, inputs.body, s)
-                    .is_ok_and(|bytes| memmem::find(bytes, decimal).is_some()),
+                Part::BodySpan(s) => slice(0, inputs.body, s).is_ok_and(|_| {
+                    whole_run(inputs.body, s.start as usize..s.end as usize, decimal)
+                }),
                 _ => false,
             });
             !(in_literals || in_slices)
@@ -220,6 +237,35 @@ pub fn validate(
         }
     }
     Ok(coverage)
+}
+
+/// Whether `digits` occurs inside `bytes[range]` as a whole run: the bytes beside it, read in
+/// `bytes` (so also outside `range`), are not ASCII digits, or it touches an edge of `bytes`.
+/// `1700000000` is not signed by `v0:17000000001:`, which signs another time.
+fn whole_run(bytes: &[u8], range: Range<usize>, digits: &[u8]) -> bool {
+    let digit = |at: Option<usize>| {
+        at.and_then(|i| bytes.get(i))
+            .is_some_and(u8::is_ascii_digit)
+    };
+    memmem::find_iter(&bytes[range.clone()], digits).any(|at| {
+        let start = range.start + at;
+        !digit(start.checked_sub(1)) && !digit(Some(start + digits.len()))
+    })
+}
+
+/// An item's form: body slices joined by short separators. Each run of adjacent literals is at
+/// most `MAX_SEPARATOR_BYTES` (a long literal cut into short ones is still long: it could
+/// carry any bytes a signer meant as the body), and none stands before the first slice or
+/// after the last (where nothing bounds what it stands for).
+fn items_form(i: usize, message: &[Part]) -> Result<(), ContractViolation> {
+    let slice = |p: Option<&Part>| matches!(p, Some(Part::BodySpan(_) | Part::BodyJsonString(_)));
+    if !slice(message.first()) || !slice(message.last()) {
+        return Err(ContractViolation::LiteralOutsideSlices(i));
+    }
+    if literal_runs(message).any(|run| run.len() > MAX_SEPARATOR_BYTES) {
+        return Err(ContractViolation::SeparatorTooLong(i));
+    }
+    Ok(())
 }
 
 /// The decimal text of `n`, written into `buf` (20 bytes hold any `i64`).
@@ -327,6 +373,34 @@ mod tests {
         let raw = sig_check(vec![Part::Literal(b"v1.".to_vec()), Part::RawBody], ts);
         assert_eq!(
             validate(&raw, HMAC, &inputs(body), true),
+            Err(ContractViolation::TimestampNotSigned(0))
+        );
+    }
+
+    #[test]
+    fn a_checked_timestamp_is_a_whole_run_of_digits_not_part_of_a_longer_one() {
+        let ts = Some(1_700_000_000);
+        for (literal, signed) in [
+            (&b"v0:17000000001:"[..], false),
+            (b"v0:91700000000:", false),
+            (b"1700000000", true),
+            (b"t=1700000000,v1", true),
+            (b"-1700000000.", true),
+        ] {
+            let p = sig_check(vec![Part::Literal(literal.to_vec()), Part::RawBody], ts);
+            let expected = if signed {
+                Ok(vec![Coverage::Whole])
+            } else {
+                Err(ContractViolation::TimestampNotSigned(0))
+            };
+            assert_eq!(validated(&p, 4, true), expected, "{literal:?}");
+        }
+        // A slice's neighbours are read in the body: cutting the digits out of a longer number
+        // does not make them a whole run.
+        let body = b"{\"t\":17000000009}";
+        let cut = sig_check(vec![Part::BodySpan(Span { start: 5, end: 15 })], ts);
+        assert_eq!(
+            validate(&cut, HMAC, &inputs(body), true),
             Err(ContractViolation::TimestampNotSigned(0))
         );
     }

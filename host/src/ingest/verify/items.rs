@@ -3,7 +3,7 @@
 
 use super::contract::{ContractViolation, Coverage};
 use super::outcome::Passed;
-use crate::adapter::{Envelope, Part, Prepared};
+use crate::adapter::{Envelope, Part, Prepared, Span};
 
 impl Passed {
     /// Whether a check that applied signs the whole body (or none signs anything but tokens),
@@ -39,17 +39,32 @@ pub fn check_items(
             return Err(ContractViolation::ItemNotSigned(n));
         }
         let span = event.span.ok_or(ContractViolation::ItemOutsideSpan(n))?;
-        let inside = prepared.checks[item].message.iter().all(|p| match p {
-            Part::BodySpan(s) | Part::BodyJsonString(s) => {
-                span.start <= s.start && s.end <= span.end
-            }
-            _ => true,
-        });
+        let inside = slices(&prepared.checks[item].message)
+            .all(|s| span.start <= s.start && s.end <= span.end);
         if !inside {
             return Err(ContractViolation::ItemOutsideSpan(n));
         }
+        // What lies between an item's slices is the item's own (the provider's unsigned
+        // fields); another item's signed bytes are not, or one signature would store them too.
+        let other = prepared.checks.iter().enumerate().find(|(c, check)| {
+            *c != item
+                && passed.coverage[*c] == Coverage::Items
+                && passed.applied[*c]
+                && slices(&check.message).any(|s| s.start < span.end && span.start < s.end)
+        });
+        if let Some((check, _)) = other {
+            return Err(ContractViolation::ItemOverAnotherItem { event: n, check });
+        }
     }
     Ok(())
+}
+
+/// The body slices a check signs.
+fn slices(message: &[Part]) -> impl Iterator<Item = &Span> + '_ {
+    message.iter().filter_map(|p| match p {
+        Part::BodySpan(s) | Part::BodyJsonString(s) => Some(s),
+        _ => None,
+    })
 }
 
 #[cfg(test)]
@@ -58,7 +73,6 @@ mod tests {
     use memchr::memmem;
 
     use super::*;
-    use crate::adapter::Span;
     use crate::ingest::verify::test_kit::*;
     use crate::ingest::verify::{Coverage, VerifyError};
 
@@ -102,16 +116,6 @@ mod tests {
         let set = secrets(&[("k", key)]);
         let passed = run(HMAC, &set, &prepared, &inputs(body), false).unwrap();
         assert_eq!(passed.coverage, [Coverage::Items, Coverage::Items]);
-        let event = |signed_by: Option<u32>, span: Option<Span>| Envelope {
-            event_id: "e".into(),
-            event_type: "t".into(),
-            object_id: None,
-            object_version: None,
-            created_at: None,
-            route: None,
-            span,
-            signed_by,
-        };
         let len = body.len();
         assert!(
             check_items(
@@ -134,6 +138,15 @@ mod tests {
             check_items(&passed, &prepared, &[event(Some(2), Some(s2))], len),
             Err(ContractViolation::ItemNotSigned(0))
         );
+        // Around its own slices, but over the other item's too: the whole body is not item 0.
+        let whole = Span {
+            start: 0,
+            end: len as u64,
+        };
+        assert_eq!(
+            check_items(&passed, &prepared, &[event(Some(0), Some(whole))], len),
+            Err(ContractViolation::ItemOverAnotherItem { event: 0, check: 1 })
+        );
         let outside = Span {
             start: 0,
             end: len as u64 + 1,
@@ -154,7 +167,7 @@ mod tests {
         long.checks[0].message[1] = Part::Literal(b"123456789".to_vec());
         assert_eq!(
             run(HMAC, &set, &long, &inputs(body), false).unwrap_err(),
-            VerifyError::Contract(ContractViolation::BodyNotCovered(0))
+            VerifyError::Contract(ContractViolation::SeparatorTooLong(0))
         );
         // A json-string span that is a number.
         let mut number = prepared.clone();
@@ -163,5 +176,70 @@ mod tests {
             run(HMAC, &set, &number, &inputs(body), false).unwrap_err(),
             VerifyError::Contract(ContractViolation::NotAJsonString(0))
         );
+    }
+
+    #[test]
+    fn an_item_check_signs_body_bytes_joined_by_short_separators() {
+        let span = |start, end| Part::BodySpan(Span { start, end });
+        let lit = |b: &[u8]| Part::Literal(b.to_vec());
+        let item = vec![span(0, 4), lit(b":"), span(5, 9)];
+        assert_eq!(
+            validated(&sig_check(item, None), 10, false),
+            Ok(vec![Coverage::Items])
+        );
+        // Adjacent short separators are one run: "::" is a separator (Adyen's empty field).
+        let empty_field = vec![span(0, 4), lit(b":"), lit(b":"), span(5, 9)];
+        assert!(validated(&sig_check(empty_field, None), 10, false).is_ok());
+        let refused = [
+            // Four 8-byte literals and an empty span: no body byte signed.
+            (
+                vec![
+                    lit(b"aaaaaaaa"),
+                    lit(b"bbbbbbbb"),
+                    lit(b"cccccccc"),
+                    lit(b"dddddddd"),
+                    span(3, 3),
+                ],
+                ContractViolation::EmptySlice(0),
+            ),
+            (
+                vec![span(0, 4), lit(b":"), span(9, 9)],
+                ContractViolation::EmptySlice(0),
+            ),
+            (vec![lit(b"wharf")], ContractViolation::BodyNotCovered(0)),
+            // A 400-byte literal cut into 8-byte parts, between two body slices.
+            (
+                [
+                    vec![span(0, 1)],
+                    vec![lit(b"12345678"); 50],
+                    vec![span(1, 2)],
+                ]
+                .concat(),
+                ContractViolation::SeparatorTooLong(0),
+            ),
+            (
+                vec![span(0, 1), lit(b"12345"), lit(b"6789"), span(1, 2)],
+                ContractViolation::SeparatorTooLong(0),
+            ),
+            (
+                vec![lit(b":"), span(0, 4)],
+                ContractViolation::LiteralOutsideSlices(0),
+            ),
+            (
+                vec![span(0, 4), lit(b":")],
+                ContractViolation::LiteralOutsideSlices(0),
+            ),
+            (
+                [vec![lit(b"12345678"); 50], vec![span(0, 1)]].concat(),
+                ContractViolation::LiteralOutsideSlices(0),
+            ),
+        ];
+        for (message, violation) in refused {
+            assert_eq!(
+                validated(&sig_check(message.clone(), None), 10, false),
+                Err(violation),
+                "{message:?}"
+            );
+        }
     }
 }

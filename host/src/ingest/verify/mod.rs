@@ -3,7 +3,8 @@
 //! The adapter says which bytes are signed and which signatures the request carries; this
 //! module decides whether that description is acceptable at all (`validate`: each check names
 //! an algorithm the adapter declared, covers the body in a declared form, a checked timestamp
-//! is inside the signed bytes, and the work asked of the host is bounded), then verifies each
+//! is a whole run of digits inside the signed bytes, and the work asked of the host is
+//! bounded), then verifies each
 //! check under every trusted version of the key it names: HMACs compared in constant time with
 //! an explicit length check, Ed25519 and ECDSA P-256 signatures verified, shared tokens
 //! compared in constant time.
@@ -11,8 +12,9 @@
 //! How a check covers the body (one of these, or it is refused before any key is touched):
 //! - whole: `raw-body` or `sorted-form-params` in the message, or `url` with
 //!   `body-sha256-param` (the signed URL carries the body's digest, which the host checks);
-//! - items (batches signed per item): body slices joined by short literal separators. Then
-//!   every event must name the check that signs it and lie around its slices (`check_items`).
+//! - items (batches signed per item): non-empty body slices, first and last, joined by runs of
+//!   literals of at most 8 bytes. Then every event must name the check that signs it, lie
+//!   around its slices and over no other item check's slice (`check_items`).
 //! - A `token` check signs nothing; it authenticates the sender only (GitLab, Meta's GET).
 //!
 //! Files:
@@ -253,16 +255,53 @@ mod tests {
             ]
         }
 
+        /// Parts of an item check, careless ones among them: empty slices, literal runs past 8
+        /// bytes when adjacent, literals at either end.
+        fn item_part() -> impl Strategy<Value = Part> {
+            prop_oneof![
+                (0u64..8, 0u64..8).prop_map(|(a, b)| Part::BodySpan(Span { start: a, end: b })),
+                Just(Part::Literal(b":".to_vec())),
+                Just(Part::Literal(b"12345678".to_vec())),
+            ]
+        }
+
+        /// A well-formed item check: non-empty slices joined by `:`.
+        fn item_message() -> impl Strategy<Value = Vec<Part>> {
+            vec((0u64..40, 1u64..8), 1..4).prop_map(|spans| {
+                let mut message = vec![];
+                for (start, len) in spans {
+                    if !message.is_empty() {
+                        message.push(Part::Literal(b":".to_vec()));
+                    }
+                    message.push(Part::BodySpan(Span {
+                        start,
+                        end: start + len,
+                    }));
+                }
+                message
+            })
+        }
+
         /// Arbitrary results, sometimes past every bound; `sign` replaces the candidates with
         /// the right MACs so that some of them verify.
         fn prepared() -> impl Strategy<Value = (Prepared, bool)> {
             let check = (
-                prop_oneof![vec(part(), 0..6), vec(part(), 60..70)],
+                prop_oneof![
+                    vec(part(), 0..6),
+                    vec(part(), 60..70),
+                    vec(item_part(), 1..6),
+                    item_message(),
+                ],
                 vec(vec(any::<u8>(), 0..40), 0..3),
             )
                 .prop_map(|(message, signatures)| hmac_check(message, signatures));
             (
-                prop_oneof![vec(check.clone(), 0..4), vec(check, 62..66)],
+                prop_oneof![
+                    vec(check.clone(), 0..4),
+                    vec(check, 62..66),
+                    // A batch of items, each signed by its own check.
+                    vec(item_message().prop_map(|m| hmac_check(m, vec![])), 1..4),
+                ],
                 prop_oneof![
                     Just(None),
                     Just(Some(1_700_000_000i64)),
@@ -275,6 +314,27 @@ mod tests {
 
         proptest! {
             #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+            #[test]
+            fn a_checked_timestamp_is_signed_only_as_a_whole_run_of_digits(
+                before in vec(prop_oneof![b'0'..=b'9', any::<u8>()], 0..3),
+                after in vec(prop_oneof![b'0'..=b'9', any::<u8>()], 0..3),
+                ts in prop_oneof![0i64..100, any::<i64>()],
+            ) {
+                let decimal = ts.to_string().into_bytes();
+                let literal = [before, decimal.clone(), after].concat();
+                let whole = (0..=literal.len() - decimal.len()).any(|at| {
+                    let end = at + decimal.len();
+                    literal[at..end] == decimal[..]
+                        && (at == 0 || !literal[at - 1].is_ascii_digit())
+                        && literal.get(end).is_none_or(|b| !b.is_ascii_digit())
+                });
+                let p = Prepared {
+                    checks: vec![hmac_check(vec![Part::Literal(literal), Part::RawBody], vec![])],
+                    timestamp: Some(ts),
+                };
+                prop_assert_eq!(validate(&p, HMAC, &inputs(b"{}"), true).is_ok(), whole);
+            }
 
             #[test]
             fn arbitrary_results_never_panic_stay_in_budget_and_never_verify_without_covering_the_body(
@@ -295,13 +355,34 @@ mod tests {
                         let whole = check.message.iter().any(|p| matches!(p, Part::RawBody));
                         prop_assert_eq!(whole, *coverage == Coverage::Whole);
                         if *coverage == Coverage::Items {
-                            let declared_form = check.message.iter().all(|p| match p {
-                                Part::Literal(l) => l.len() <= MAX_SEPARATOR_BYTES,
-                                Part::BodySpan(s) => s.start <= s.end && s.end <= body.len() as u64,
-                                _ => false,
-                            });
-                            prop_assert!(declared_form);
+                            // Non-empty slices inside the body, joined by runs of literals of at
+                            // most 8 bytes, a slice first and last.
+                            let mut run = 0;
+                            for p in &check.message {
+                                match p {
+                                    Part::Literal(l) => run += l.len(),
+                                    Part::BodySpan(s) => {
+                                        prop_assert!(s.start < s.end && s.end <= body.len() as u64);
+                                        run = 0;
+                                    }
+                                    _ => prop_assert!(false, "{p:?} in an item check"),
+                                }
+                                prop_assert!(run <= MAX_SEPARATOR_BYTES);
+                            }
+                            prop_assert!(matches!(check.message.first(), Some(Part::BodySpan(_))));
+                            prop_assert!(matches!(check.message.last(), Some(Part::BodySpan(_))));
                         }
+                    }
+                    // An event over the whole body is another item's too whenever another
+                    // item check applied.
+                    let items: Vec<usize> = (0..prepared.checks.len())
+                        .filter(|&i| passed.coverage[i] == Coverage::Items && passed.applied[i])
+                        .collect();
+                    for &i in &items {
+                        let whole =
+                            event(Some(i as u32), Some(Span { start: 0, end: body.len() as u64 }));
+                        let accepted = check_items(&passed, &prepared, &[whole], body.len()).is_ok();
+                        prop_assert_eq!(accepted, items.len() == 1);
                     }
                     // Covering the whole body means any change to it fails.
                     if let (true, Some(first)) =
@@ -312,10 +393,22 @@ mod tests {
                         prop_assert!(run(HMAC, &set, &prepared, &inputs(&changed), freshness).is_err());
                     }
                     if let (true, Some(ts)) = (freshness, prepared.timestamp) {
+                        // A whole run of digits in a run of literals or a slice of the body.
                         let decimal = ts.to_string();
+                        let whole_run = |bytes: &[u8], from: usize, to: usize| {
+                            memmem::find_iter(&bytes[from..to], decimal.as_bytes()).any(|at| {
+                                let (a, b) = (from + at, from + at + decimal.len());
+                                (a == 0 || !bytes[a - 1].is_ascii_digit())
+                                    && bytes.get(b).is_none_or(|c| !c.is_ascii_digit())
+                            })
+                        };
                         for check in &prepared.checks {
                             let signed = literal_runs(&check.message)
-                                .any(|run| memmem::find(&run, decimal.as_bytes()).is_some());
+                                .any(|run| whole_run(&run, 0, run.len()))
+                                || check.message.iter().any(|p| match p {
+                                    Part::BodySpan(s) => whole_run(&body, s.start as usize, s.end as usize),
+                                    _ => false,
+                                });
                             prop_assert!(signed);
                         }
                     }

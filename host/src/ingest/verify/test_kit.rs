@@ -1,7 +1,7 @@
 //! Builders the unit tests share: key sets, inputs, checks, and the loop run on one key set.
 
 use super::*;
-use crate::adapter::{Check, MacAlgorithm, Part, Prepared};
+use crate::adapter::{Check, Envelope, MacAlgorithm, Part, Prepared, Span};
 use crate::ingest::secrets::{KeySet, TrustedKey};
 
 pub(super) const HMAC: &[Algorithm] = &[Algorithm::HmacSha256];
@@ -70,4 +70,18 @@ pub(super) fn validated(
 ) -> Result<Vec<Coverage>, ContractViolation> {
     let body = vec![b'x'; body_len];
     validate(p, HMAC, &inputs(&body), fresh)
+}
+
+/// An event of a batch: `signed_by` the check that signs its item, over `span`.
+pub(super) fn event(signed_by: Option<u32>, span: Option<Span>) -> Envelope {
+    Envelope {
+        event_id: "e".into(),
+        event_type: "t".into(),
+        object_id: None,
+        object_version: None,
+        created_at: None,
+        route: None,
+        span,
+        signed_by,
+    }
 }
