@@ -240,3 +240,26 @@ async fn keys_and_the_merchant_account_setting() {
         }
     }
 }
+
+/// Adyen always sends `pspReference` and `success`, the ends of the signed message; an item
+/// without one, even signed over the empty field, is a stranger's (401), never a broken
+/// adapter (503, which would make Adyen look down in logs and metrics).
+#[tokio::test]
+async fn an_item_without_either_end_of_its_message_is_refused_as_unsigned() {
+    let secrets = SecretsFile::new().set("adyen", [value("v1", KEY)]);
+    let v = Verifier::of(
+        "adyen.wasm",
+        &endpoints([endpoint("adyen", "adyen")]),
+        secrets,
+        now(),
+    )
+    .await;
+    let json = pairs(&[("Content-Type", "application/json")]);
+    for field in ["success", "pspReference"] {
+        let mut unsent = item("PSP_A", "AUTHORISATION", 1130);
+        unsent.as_object_mut().unwrap().remove(field);
+        let one = body(&[signed(unsent, KEY)]);
+        v.expect("adyen", &json, one.as_str(), INVALID_SIGNATURE, field)
+            .await;
+    }
+}

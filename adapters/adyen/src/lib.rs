@@ -8,7 +8,8 @@
 //!   escaped: Adyen's design). Strings are `body-json-string` slices; `amount.value`, a JSON
 //!   integer, is its text as a `body-span` (a JSON string such as `"0"` is signed decoded, as
 //!   Adyen's Java library does); a JSON `true`/`false` is its text. A missing or null field is
-//!   empty. Nothing else (eventDate, reason, additionalData, `live`) is signed.
+//!   empty, except `pspReference` and `success`, which Adyen always sends: an item without
+//!   either is refused (401). Nothing else (eventDate, reason, additionalData, `live`) is signed.
 //! - One check per item, all must pass: one bad item fails the whole request (401), nothing
 //!   stored. Each item is an event whose stored and delivered payload is the item object, id
 //!   `pspReference:eventCode:success` (Adyen sends no event id; `success` is added so that an
@@ -90,6 +91,13 @@ fn item_check(fields: &Members<'_>) -> Result<Check, Rejection> {
             message.push(Part::Literal(b":".to_vec()));
         }
         message.extend(signed(value, number)?);
+    }
+    // The host verifies item messages that start and end with signed body bytes; Adyen always
+    // sends both ends, so an item without them is not Adyen's (401, not the adapter's fault).
+    let signed_bytes =
+        |p: Option<&Part>| matches!(p, Some(Part::BodyJsonString(_) | Part::BodySpan(_)));
+    if !signed_bytes(message.first()) || !signed_bytes(message.last()) {
+        return Err(invalid("pspReference and success are required"));
     }
     let signature = fields
         .object("additionalData")
