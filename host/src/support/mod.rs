@@ -7,6 +7,7 @@ pub mod ids;
 pub mod metrics;
 pub mod redact;
 pub mod sealing;
+pub mod shown;
 pub mod signals;
 pub mod subjects;
 pub mod toml_lines;
