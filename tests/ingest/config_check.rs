@@ -226,9 +226,9 @@ fn secrets_file_problems_are_reported_with_the_secrets_file_line_and_no_value() 
     assert!(!checked.ok);
     let file = dir.path().join("secrets.toml").display().to_string();
     assert!(
-        checked
-            .stdout
-            .contains(&format!("{file}:7: invalid type: integer (value withheld)")),
+        checked.stdout.contains(&format!(
+            "{file}:7: key `value`: invalid type: integer (value withheld)"
+        )),
         "{}",
         checked.stdout
     );
@@ -309,4 +309,43 @@ fn an_admin_token_that_cannot_authenticate_is_reported_at_its_config_line() {
     let (_dir, path) = folder(&config, &good);
     let checked = check(&path);
     assert!(checked.ok, "{}", checked.stdout);
+}
+
+/// A config error names the file, line and key, and never quotes the text: the line may hold
+/// a database password or an `Authorization` header value. `serve` logs it the same way.
+#[tokio::test]
+async fn a_config_error_names_file_line_and_key_but_never_the_text() {
+    // A syntax error on the line of the database URL.
+    let (_dir, path, checked) = check_edited(&[(
+        "url = \"postgres://postgres@127.0.0.1:1/unused\"",
+        "url = postgres://postgres:db-pw-9k2@127.0.0.1:1/unused",
+    )]);
+    assert!(!checked.ok);
+    let served = refused_to_serve(&path).await;
+    for shown in [&checked.stdout, &checked.stderr, &served] {
+        assert!(!shown.contains("db-pw-9k2"), "{shown}");
+    }
+    let at = format!("{}:6: key `url`: ", path.display());
+    assert!(checked.stdout.contains(&at), "{at}\n{}", checked.stdout);
+    assert!(served.contains(&at), "{at}\n{served}");
+
+    // A value of the wrong type: a route's headers written as one string.
+    let config = format!(
+        "{CONFIG}\n[[route]]\nendpoint = \"stripe\"\nevents = [\"*\"]\nsink = \"http\"\n\
+         url = \"http://127.0.0.1:9/x\"\nheaders = \"Authorization: Bearer hdr-pw-4j\"\n"
+    );
+    let (_dir, path) = folder(&config, SECRETS);
+    let checked = check(&path);
+    assert!(!checked.ok);
+    let served = refused_to_serve(&path).await;
+    for shown in [&checked.stdout, &checked.stderr, &served] {
+        assert!(!shown.contains("hdr-pw-4j"), "{shown}");
+    }
+    let at = format!(
+        "{}:{}: key `headers`: invalid type: string (value withheld), expected a map",
+        path.display(),
+        line_of(&path, "headers")
+    );
+    assert!(checked.stdout.contains(&at), "{at}\n{}", checked.stdout);
+    assert!(served.contains(&at), "{at}\n{served}");
 }

@@ -10,7 +10,7 @@ use crate::config::{self, Config, KeyPath, Problem};
 use crate::ingest::{KeyEncodings, KeySource as _, Secrets, SecretsError};
 use crate::reload::Reloader;
 use crate::support::metrics::Metrics;
-use crate::support::toml_lines::Lines;
+use crate::support::toml_lines::{Lines, TomlError};
 
 #[derive(clap::Subcommand)]
 pub enum ConfigCommand {
@@ -102,7 +102,10 @@ async fn check(path: &Path, report: &mut Report) -> Option<String> {
     // Every syntax error, not only the first; nothing below can run without a document.
     let (_, syntax) = toml::de::DeTable::parse_recoverable(&text);
     if !syntax.is_empty() {
-        let problems = syntax.iter().map(Problem::from_toml).collect();
+        let problems = syntax
+            .iter()
+            .map(|e| Problem::from_toml(e, &text))
+            .collect();
         report.add(path, &text, problems, false);
         return None;
     }
@@ -110,8 +113,8 @@ async fn check(path: &Path, report: &mut Report) -> Option<String> {
     let mut config = match Config::parse(&text, base) {
         Ok(config) => config,
         Err(e) => {
-            let problem = match e.downcast_ref::<toml::de::Error>() {
-                Some(e) => Problem::from_toml(e),
+            let problem = match e.downcast_ref::<TomlError>() {
+                Some(e) => e.problem.clone(),
                 None => Problem::nowhere(format!("{e:#}")),
             };
             report.add(path, &text, vec![problem], false);
