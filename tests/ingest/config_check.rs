@@ -349,3 +349,59 @@ async fn a_config_error_names_file_line_and_key_but_never_the_text() {
     assert!(checked.stdout.contains(&at), "{at}\n{}", checked.stdout);
     assert!(served.contains(&at), "{at}\n{served}");
 }
+
+/// A self-signed certificate for localhost and its key, PEM.
+fn self_signed() -> (String, String) {
+    let rcgen::CertifiedKey { cert, signing_key } =
+        rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    (cert.pem(), signing_key.serialize_pem())
+}
+
+/// `[server.tls]` is loaded as `serve` loads it: a pair that does not load is a problem naming
+/// the file (no line: the fault is in the PEM file, not the config).
+#[test]
+fn the_tls_pair_is_loaded_and_a_broken_one_is_reported() {
+    let config = format!(
+        "{}\n[server.tls]\ncert_file = \"cert.pem\"\nkey_file = \"key.pem\"\n",
+        CONFIG.replace("plain_http = true\n", "")
+    );
+    let (dir, path) = folder(&config, SECRETS);
+    let (cert, key) = self_signed();
+    let (_, other_key) = self_signed();
+    std::fs::write(dir.path().join("cert.pem"), &cert).unwrap();
+    std::fs::write(dir.path().join("key.pem"), &key).unwrap();
+    let checked = check(&path);
+    assert!(checked.ok, "{}{}", checked.stdout, checked.stderr);
+
+    // The key of another certificate.
+    std::fs::write(dir.path().join("key.pem"), &other_key).unwrap();
+    let checked = check(&path);
+    assert!(!checked.ok);
+    let key_file = dir.path().join("key.pem");
+    let line = format!(
+        "{}: [server.tls] key_file {} does not match the certificate in cert_file",
+        path.display(),
+        key_file.display()
+    );
+    assert!(checked.stdout.contains(&line), "{line}\n{}", checked.stdout);
+    assert!(
+        !checked.stdout.contains("PRIVATE KEY"),
+        "{}",
+        checked.stdout
+    );
+
+    // A certificate file that holds no certificate.
+    std::fs::write(dir.path().join("key.pem"), &key).unwrap();
+    std::fs::write(dir.path().join("cert.pem"), "not a certificate\n").unwrap();
+    let checked = check(&path);
+    assert!(!checked.ok);
+    assert!(
+        checked.stdout.contains(&format!(
+            "{}: [server.tls] cert_file {}: no CERTIFICATE block",
+            path.display(),
+            dir.path().join("cert.pem").display()
+        )),
+        "{}",
+        checked.stdout
+    );
+}

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use crate::adapter::{AdapterSet, FileState, Sandbox, SandboxLimits};
 use crate::config::{self, Config, KeyPath, Problem};
+use crate::http::CertStore;
 use crate::ingest::{KeyEncodings, KeySource as _, Secrets, SecretsError};
 use crate::reload::Reloader;
 use crate::support::metrics::Metrics;
@@ -138,6 +139,12 @@ async fn check(path: &Path, report: &mut Report) -> Option<String> {
                 config.adapters.dir.display()
             ),
         ));
+    }
+    // The pair as `serve` loads it at start: a problem names the file, not a line.
+    if let Some(tls) = &config.server.tls
+        && let Err(e) = CertStore::open(tls, Arc::new(Metrics::default())).await
+    {
+        problems.push(Problem::nowhere(e.to_string()));
     }
     let secrets_file = config.secrets.file.clone();
     let secrets = match std::fs::read_to_string(&secrets_file) {
