@@ -405,3 +405,62 @@ fn the_tls_pair_is_loaded_and_a_broken_one_is_reported() {
         checked.stdout
     );
 }
+
+fn chmod(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// Key files open to group or others (and a compiled-adapter cache others may write) are
+/// warned of, as ssh would refuse them: by the check, at the key naming the file, and by
+/// `serve` at start. The check still passes.
+#[tokio::test]
+async fn key_files_open_to_group_or_others_are_warned_of() {
+    let config = format!(
+        "{}\n[server.tls]\ncert_file = \"cert.pem\"\nkey_file = \"key.pem\"\n",
+        CONFIG.replace("plain_http = true\n", "")
+    );
+    let (dir, path) = folder(&config, SECRETS);
+    let (cert, key) = self_signed();
+    std::fs::write(dir.path().join("cert.pem"), &cert).unwrap();
+    std::fs::write(dir.path().join("key.pem"), &key).unwrap();
+    let keys = ["secrets.toml", "payload-keys.toml", "key.pem"];
+    for name in keys {
+        chmod(&dir.path().join(name), 0o600);
+    }
+    let checked = check(&path);
+    assert!(checked.ok, "{}{}", checked.stdout, checked.stderr);
+    assert!(!checked.stdout.contains("warning"), "{}", checked.stdout);
+
+    for (name, mode) in keys.iter().zip([0o644, 0o640, 0o604]) {
+        chmod(&dir.path().join(name), mode);
+    }
+    let checked = check(&path);
+    assert!(checked.ok, "{}{}", checked.stdout, checked.stderr);
+    let file = path.display();
+    for (name, key, mode) in [
+        ("secrets.toml", "file = \"secrets.toml\"", "0644"),
+        (
+            "payload-keys.toml",
+            "key_file = \"payload-keys.toml\"",
+            "0640",
+        ),
+        ("key.pem", "key_file = \"key.pem\"", "0604"),
+    ] {
+        let line = format!(
+            "{file}:{}: warning: {} is readable or writable by group or others (mode {mode}); \
+             chmod 600 it",
+            line_of(&path, key),
+            dir.path().join(name).display()
+        );
+        assert!(checked.stdout.contains(&line), "{line}\n{}", checked.stdout);
+    }
+    let served = refused_to_serve(&path).await;
+    assert!(
+        served.contains(&format!(
+            "{} is readable or writable by group or others (mode 0644)",
+            dir.path().join("secrets.toml").display()
+        )),
+        "{served}"
+    );
+}

@@ -10,6 +10,7 @@ use crate::config::{self, Config, KeyPath, Problem};
 use crate::http::CertStore;
 use crate::ingest::{KeyEncodings, KeySource as _, Secrets, SecretsError};
 use crate::reload::Reloader;
+use crate::support::file_modes::{Trusted, loose_access};
 use crate::support::metrics::Metrics;
 use crate::support::toml_lines::{Lines, TomlError};
 
@@ -146,6 +147,7 @@ async fn check(path: &Path, report: &mut Report) -> Option<String> {
     {
         problems.push(Problem::nowhere(e.to_string()));
     }
+    report.add(path, &text, loose_permissions(&config), true);
     let secrets_file = config.secrets.file.clone();
     let secrets = match std::fs::read_to_string(&secrets_file) {
         Err(e) => {
@@ -213,6 +215,38 @@ async fn check(path: &Path, report: &mut Report) -> Option<String> {
         secrets_file.display(),
         adapters.as_ref().map_or(0, |a| a.names().count()),
     ))
+}
+
+/// Key files open to group or others, and a compiled-adapter cache others may write: warnings
+/// (`serve` and `worker` log them at start), each at the key that names the path.
+pub(super) fn loose_permissions(config: &Config) -> Vec<Problem> {
+    let tls_key = config.server.tls.as_ref().map(|t| &t.key_file);
+    let paths = [
+        (
+            Some(&config.secrets.file),
+            KeyPath::section("secrets", "file"),
+            Trusted::KeyFile,
+        ),
+        (
+            config.payloads.key_file.as_ref(),
+            KeyPath::section("payloads", "key_file"),
+            Trusted::KeyFile,
+        ),
+        (
+            tls_key,
+            KeyPath::section("server", "tls").key("key_file"),
+            Trusted::KeyFile,
+        ),
+        (
+            config.adapters.cache_dir.as_ref(),
+            KeyPath::section("adapters", "cache_dir"),
+            Trusted::CodeFolder,
+        ),
+    ];
+    paths
+        .into_iter()
+        .filter_map(|(path, key, what)| Some(Problem::at_key(key, loose_access(path?, what)?)))
+        .collect()
 }
 
 /// The adapters folder loaded and vetted as `serve` loads it at start (fixtures included).

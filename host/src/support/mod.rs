@@ -3,6 +3,7 @@
 pub mod clock;
 pub mod columns;
 pub mod failpoint;
+pub mod file_modes;
 pub mod ids;
 pub mod metrics;
 pub mod redact;
