@@ -425,14 +425,15 @@ async fn key_files_open_to_group_or_others_are_warned_of() {
     std::fs::write(dir.path().join("cert.pem"), &cert).unwrap();
     std::fs::write(dir.path().join("key.pem"), &key).unwrap();
     let keys = ["secrets.toml", "payload-keys.toml", "key.pem"];
-    for name in keys {
-        chmod(&dir.path().join(name), 0o600);
+    for (name, mode) in keys.iter().zip([0o600, 0o640, 0o600]) {
+        chmod(&dir.path().join(name), mode);
     }
     let checked = check(&path);
     assert!(checked.ok, "{}{}", checked.stdout, checked.stderr);
     assert!(!checked.stdout.contains("warning"), "{}", checked.stdout);
 
-    for (name, mode) in keys.iter().zip([0o644, 0o640, 0o604]) {
+    // The files' group is the test's own: only access for others is loose.
+    for (name, mode) in keys.iter().zip([0o644, 0o606, 0o604]) {
         chmod(&dir.path().join(name), mode);
     }
     let checked = check(&path);
@@ -443,7 +444,7 @@ async fn key_files_open_to_group_or_others_are_warned_of() {
         (
             "payload-keys.toml",
             "key_file = \"payload-keys.toml\"",
-            "0640",
+            "0606",
         ),
         ("key.pem", "key_file = \"key.pem\"", "0604"),
     ] {
