@@ -114,17 +114,17 @@ impl Config {
     pub fn load_unvalidated(path: &Path) -> anyhow::Result<Self> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| anyhow::anyhow!("config {}: {e}", path.display()))?;
-        let mut config =
-            Self::parse(&text, path.parent().unwrap_or(Path::new("."))).map_err(|e| match e
-                .downcast_ref::<TomlError>(
-            ) {
-                // FILE:LINE, as `config check` prints it.
+        let base = path.parent().unwrap_or(Path::new("."));
+        let mut config = Self::parse(&text, base).map_err(|e| {
+            // FILE:LINE, as `config check` prints it.
+            match e.downcast_ref::<TomlError>() {
                 Some(TomlError {
                     line: Some(line),
                     problem,
                 }) => anyhow::anyhow!("config {}:{line}: {}", path.display(), problem.message),
                 _ => anyhow::anyhow!("config {}: {e}", path.display()),
-            })?;
+            }
+        })?;
         config.apply_env(|k| std::env::var(k).ok())?;
         Ok(config)
     }
