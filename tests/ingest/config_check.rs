@@ -226,9 +226,9 @@ fn secrets_file_problems_are_reported_with_the_secrets_file_line_and_no_value() 
     assert!(!checked.ok);
     let file = dir.path().join("secrets.toml").display().to_string();
     assert!(
-        checked
-            .stdout
-            .contains(&format!("{file}:7: invalid type: integer (value withheld)")),
+        checked.stdout.contains(&format!(
+            "{file}:7: key `value`: invalid type: integer (value withheld)"
+        )),
         "{}",
         checked.stdout
     );
@@ -309,4 +309,159 @@ fn an_admin_token_that_cannot_authenticate_is_reported_at_its_config_line() {
     let (_dir, path) = folder(&config, &good);
     let checked = check(&path);
     assert!(checked.ok, "{}", checked.stdout);
+}
+
+/// A config error names the file, line and key, and never quotes the text: the line may hold
+/// a database password or an `Authorization` header value. `serve` logs it the same way.
+#[tokio::test]
+async fn a_config_error_names_file_line_and_key_but_never_the_text() {
+    // A syntax error on the line of the database URL.
+    let (_dir, path, checked) = check_edited(&[(
+        "url = \"postgres://postgres@127.0.0.1:1/unused\"",
+        "url = postgres://postgres:db-pw-9k2@127.0.0.1:1/unused",
+    )]);
+    assert!(!checked.ok);
+    let served = refused_to_serve(&path).await;
+    for shown in [&checked.stdout, &checked.stderr, &served] {
+        assert!(!shown.contains("db-pw-9k2"), "{shown}");
+    }
+    let at = format!("{}:6: key `url`: ", path.display());
+    assert!(checked.stdout.contains(&at), "{at}\n{}", checked.stdout);
+    assert!(served.contains(&at), "{at}\n{served}");
+
+    // A value of the wrong type: a route's headers written as one string.
+    let config = format!(
+        "{CONFIG}\n[[route]]\nendpoint = \"stripe\"\nevents = [\"*\"]\nsink = \"http\"\n\
+         url = \"http://127.0.0.1:9/x\"\nheaders = \"Authorization: Bearer hdr-pw-4j\"\n"
+    );
+    let (_dir, path) = folder(&config, SECRETS);
+    let checked = check(&path);
+    assert!(!checked.ok);
+    let served = refused_to_serve(&path).await;
+    for shown in [&checked.stdout, &checked.stderr, &served] {
+        assert!(!shown.contains("hdr-pw-4j"), "{shown}");
+    }
+    let at = format!(
+        "{}:{}: key `headers`: invalid type: string (value withheld), expected a map",
+        path.display(),
+        line_of(&path, "headers")
+    );
+    assert!(checked.stdout.contains(&at), "{at}\n{}", checked.stdout);
+    assert!(served.contains(&at), "{at}\n{served}");
+}
+
+/// A self-signed certificate for localhost and its key, PEM.
+fn self_signed() -> (String, String) {
+    let rcgen::CertifiedKey { cert, signing_key } =
+        rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    (cert.pem(), signing_key.serialize_pem())
+}
+
+/// `[server.tls]` is loaded as `serve` loads it: a pair that does not load is a problem naming
+/// the file (no line: the fault is in the PEM file, not the config).
+#[test]
+fn the_tls_pair_is_loaded_and_a_broken_one_is_reported() {
+    let config = format!(
+        "{}\n[server.tls]\ncert_file = \"cert.pem\"\nkey_file = \"key.pem\"\n",
+        CONFIG.replace("plain_http = true\n", "")
+    );
+    let (dir, path) = folder(&config, SECRETS);
+    let (cert, key) = self_signed();
+    let (_, other_key) = self_signed();
+    std::fs::write(dir.path().join("cert.pem"), &cert).unwrap();
+    std::fs::write(dir.path().join("key.pem"), &key).unwrap();
+    let checked = check(&path);
+    assert!(checked.ok, "{}{}", checked.stdout, checked.stderr);
+
+    // The key of another certificate.
+    std::fs::write(dir.path().join("key.pem"), &other_key).unwrap();
+    let checked = check(&path);
+    assert!(!checked.ok);
+    let key_file = dir.path().join("key.pem");
+    let line = format!(
+        "{}: [server.tls] key_file {} does not match the certificate in cert_file",
+        path.display(),
+        key_file.display()
+    );
+    assert!(checked.stdout.contains(&line), "{line}\n{}", checked.stdout);
+    assert!(
+        !checked.stdout.contains("PRIVATE KEY"),
+        "{}",
+        checked.stdout
+    );
+
+    // A certificate file that holds no certificate.
+    std::fs::write(dir.path().join("key.pem"), &key).unwrap();
+    std::fs::write(dir.path().join("cert.pem"), "not a certificate\n").unwrap();
+    let checked = check(&path);
+    assert!(!checked.ok);
+    assert!(
+        checked.stdout.contains(&format!(
+            "{}: [server.tls] cert_file {}: no CERTIFICATE block",
+            path.display(),
+            dir.path().join("cert.pem").display()
+        )),
+        "{}",
+        checked.stdout
+    );
+}
+
+fn chmod(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// Key files open to group or others (and a compiled-adapter cache others may write) are
+/// warned of, as ssh would refuse them: by the check, at the key naming the file, and by
+/// `serve` at start. The check still passes.
+#[tokio::test]
+async fn key_files_open_to_group_or_others_are_warned_of() {
+    let config = format!(
+        "{}\n[server.tls]\ncert_file = \"cert.pem\"\nkey_file = \"key.pem\"\n",
+        CONFIG.replace("plain_http = true\n", "")
+    );
+    let (dir, path) = folder(&config, SECRETS);
+    let (cert, key) = self_signed();
+    std::fs::write(dir.path().join("cert.pem"), &cert).unwrap();
+    std::fs::write(dir.path().join("key.pem"), &key).unwrap();
+    let keys = ["secrets.toml", "payload-keys.toml", "key.pem"];
+    for (name, mode) in keys.iter().zip([0o600, 0o640, 0o600]) {
+        chmod(&dir.path().join(name), mode);
+    }
+    let checked = check(&path);
+    assert!(checked.ok, "{}{}", checked.stdout, checked.stderr);
+    assert!(!checked.stdout.contains("warning"), "{}", checked.stdout);
+
+    // The files' group is the test's own: only access for others is loose.
+    for (name, mode) in keys.iter().zip([0o644, 0o606, 0o604]) {
+        chmod(&dir.path().join(name), mode);
+    }
+    let checked = check(&path);
+    assert!(checked.ok, "{}{}", checked.stdout, checked.stderr);
+    let file = path.display();
+    for (name, key, mode) in [
+        ("secrets.toml", "file = \"secrets.toml\"", "0644"),
+        (
+            "payload-keys.toml",
+            "key_file = \"payload-keys.toml\"",
+            "0606",
+        ),
+        ("key.pem", "key_file = \"key.pem\"", "0604"),
+    ] {
+        let line = format!(
+            "{file}:{}: warning: {} is readable or writable by group or others (mode {mode}); \
+             chmod 600 it",
+            line_of(&path, key),
+            dir.path().join(name).display()
+        );
+        assert!(checked.stdout.contains(&line), "{line}\n{}", checked.stdout);
+    }
+    let served = refused_to_serve(&path).await;
+    assert!(
+        served.contains(&format!(
+            "{} is readable or writable by group or others (mode 0644)",
+            dir.path().join("secrets.toml").display()
+        )),
+        "{served}"
+    );
 }

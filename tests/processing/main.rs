@@ -14,6 +14,7 @@ mod encryption;
 mod failures;
 mod handoff;
 mod headers;
+mod leaks;
 mod leases;
 mod nats;
 mod notices;

@@ -7,10 +7,12 @@ use std::sync::Arc;
 
 use crate::adapter::{AdapterSet, FileState, Sandbox, SandboxLimits};
 use crate::config::{self, Config, KeyPath, Problem};
+use crate::http::CertStore;
 use crate::ingest::{KeyEncodings, KeySource as _, Secrets, SecretsError};
 use crate::reload::Reloader;
+use crate::support::file_modes::{Trusted, loose_access};
 use crate::support::metrics::Metrics;
-use crate::support::toml_lines::Lines;
+use crate::support::toml_lines::{Lines, TomlError};
 
 #[derive(clap::Subcommand)]
 pub enum ConfigCommand {
@@ -102,7 +104,10 @@ async fn check(path: &Path, report: &mut Report) -> Option<String> {
     // Every syntax error, not only the first; nothing below can run without a document.
     let (_, syntax) = toml::de::DeTable::parse_recoverable(&text);
     if !syntax.is_empty() {
-        let problems = syntax.iter().map(Problem::from_toml).collect();
+        let problems = syntax
+            .iter()
+            .map(|e| Problem::from_toml(e, &text))
+            .collect();
         report.add(path, &text, problems, false);
         return None;
     }
@@ -110,8 +115,8 @@ async fn check(path: &Path, report: &mut Report) -> Option<String> {
     let mut config = match Config::parse(&text, base) {
         Ok(config) => config,
         Err(e) => {
-            let problem = match e.downcast_ref::<toml::de::Error>() {
-                Some(e) => Problem::from_toml(e),
+            let problem = match e.downcast_ref::<TomlError>() {
+                Some(e) => e.problem.clone(),
                 None => Problem::nowhere(format!("{e:#}")),
             };
             report.add(path, &text, vec![problem], false);
@@ -136,6 +141,13 @@ async fn check(path: &Path, report: &mut Report) -> Option<String> {
             ),
         ));
     }
+    // The pair as `serve` loads it at start: a problem names the file, not a line.
+    if let Some(tls) = &config.server.tls
+        && let Err(e) = CertStore::open(tls, Arc::new(Metrics::default())).await
+    {
+        problems.push(Problem::nowhere(e.to_string()));
+    }
+    report.add(path, &text, loose_permissions(&config), true);
     let secrets_file = config.secrets.file.clone();
     let secrets = match std::fs::read_to_string(&secrets_file) {
         Err(e) => {
@@ -203,6 +215,38 @@ async fn check(path: &Path, report: &mut Report) -> Option<String> {
         secrets_file.display(),
         adapters.as_ref().map_or(0, |a| a.names().count()),
     ))
+}
+
+/// Key files open to group or others, and a compiled-adapter cache others may write: warnings
+/// (`serve` and `worker` log them at start), each at the key that names the path.
+pub(super) fn loose_permissions(config: &Config) -> Vec<Problem> {
+    let tls_key = config.server.tls.as_ref().map(|t| &t.key_file);
+    let paths = [
+        (
+            Some(&config.secrets.file),
+            KeyPath::section("secrets", "file"),
+            Trusted::KeyFile,
+        ),
+        (
+            config.payloads.key_file.as_ref(),
+            KeyPath::section("payloads", "key_file"),
+            Trusted::KeyFile,
+        ),
+        (
+            tls_key,
+            KeyPath::section("server", "tls").key("key_file"),
+            Trusted::KeyFile,
+        ),
+        (
+            config.adapters.cache_dir.as_ref(),
+            KeyPath::section("adapters", "cache_dir"),
+            Trusted::CodeFolder,
+        ),
+    ];
+    paths
+        .into_iter()
+        .filter_map(|(path, key, what)| Some(Problem::at_key(key, loose_access(path?, what)?)))
+        .collect()
 }
 
 /// The adapters folder loaded and vetted as `serve` loads it at start (fixtures included).

@@ -9,6 +9,7 @@ use crate::server::{ProcessingHost, Server, ServerOptions};
 /// Runs the receiver until SIGINT or SIGTERM, then shuts down gracefully. Prints one line
 /// of JSON to stdout with the bound addresses (useful with port 0).
 pub async fn serve(config: Config) -> anyhow::Result<()> {
+    warn_loose_permissions(&config);
     let server = Server::start(config, ServerOptions::default()).await?;
     println!(
         "{}",
@@ -27,6 +28,7 @@ pub async fn work(
     count: usize,
     admin: Option<std::net::SocketAddr>,
 ) -> anyhow::Result<()> {
+    warn_loose_permissions(&config);
     let host = ProcessingHost::start(config, count, admin).await?;
     println!(
         "{}",
@@ -35,6 +37,14 @@ pub async fn work(
     tracing::info!(workers = count, "wharf worker processing");
     cancel_on_signal(host.cancel_token());
     host.run_until_cancelled().await
+}
+
+/// Warns, as ssh would refuse, of key files others may read and a compiled-adapter cache
+/// others may write; starts anyway.
+fn warn_loose_permissions(config: &Config) {
+    for problem in super::check::loose_permissions(config) {
+        tracing::warn!("{}", problem.message);
+    }
 }
 
 /// Applies the migrations over one connection.

@@ -39,6 +39,7 @@ use serde::Deserialize;
 use zeroize::Zeroizing;
 
 use crate::support::sealing::{self, PayloadKeys};
+use crate::support::toml_lines::TomlError;
 
 pub use adapters::AdaptersConfig;
 pub use database::{DatabaseConfig, MAX_COMMIT_TIMEOUT_MS};
@@ -113,14 +114,24 @@ impl Config {
     pub fn load_unvalidated(path: &Path) -> anyhow::Result<Self> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| anyhow::anyhow!("config {}: {e}", path.display()))?;
-        let mut config = Self::parse(&text, path.parent().unwrap_or(Path::new(".")))
-            .map_err(|e| anyhow::anyhow!("config {}: {e}", path.display()))?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        let mut config = Self::parse(&text, base).map_err(|e| {
+            // FILE:LINE, as `config check` prints it.
+            match e.downcast_ref::<TomlError>() {
+                Some(TomlError {
+                    line: Some(line),
+                    problem,
+                }) => anyhow::anyhow!("config {}:{line}: {}", path.display(), problem.message),
+                _ => anyhow::anyhow!("config {}: {e}", path.display()),
+            }
+        })?;
         config.apply_env(|k| std::env::var(k).ok())?;
         Ok(config)
     }
 
     pub fn parse(text: &str, base: &Path) -> anyhow::Result<Self> {
-        let mut config: Config = toml::from_str(text)?;
+        // Never toml's own text: it quotes the line, which may hold a password.
+        let mut config: Config = toml::from_str(text).map_err(|e| TomlError::new(&e, text))?;
         let resolve = |p: &mut PathBuf| {
             if p.is_relative() {
                 *p = base.join(&*p);

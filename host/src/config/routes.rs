@@ -181,7 +181,7 @@ pub(super) fn problems(routes: &[RouteConfig], ids: &HashSet<&str>, nats: bool, 
                         other + 1,
                         i + 1,
                         r.sink.as_str(),
-                        r.target()
+                        crate::support::shown::safe_url(r.target())
                     )
                 },
             );

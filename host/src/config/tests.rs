@@ -216,7 +216,7 @@ fn a_declared_table_reads_as_a_derived_one_would() {
         config_with("worker", "lease_secs = \"x\"\n").unwrap_err()
     );
     assert!(
-        error.contains("invalid type: string \"x\", expected u64"),
+        error.contains("key `lease_secs`: invalid type: string (value withheld), expected u64"),
         "{error}"
     );
 }

@@ -108,7 +108,7 @@ mod tests {
         assert_eq!(one.projection_document("other"), ProjectionDocument::None);
         let error = config_with("worker", "projection_document = \"body\"\n").unwrap_err();
         assert!(
-            format!("{error:#}").contains("unknown variant `body`"),
+            format!("{error:#}").contains("unknown variant (value withheld), expected `none`"),
             "{error:#}"
         );
     }

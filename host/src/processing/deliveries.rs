@@ -40,6 +40,7 @@ use crate::ingest::Redacted;
 use crate::ingest::redact_db;
 use crate::support::columns::column;
 use crate::support::failpoint;
+use crate::support::shown::safe_url;
 use crate::support::traces::{KeyValue, SpanKind};
 
 /// Sends at once, per relay (one relay per target).
@@ -359,7 +360,7 @@ impl DeliveryRelay {
                 KeyValue::new("wharf.delivery_id", d.delivery_id.to_string()),
                 KeyValue::new("wharf.inbox_id", d.inbox_id.to_string()),
                 KeyValue::new("wharf.sink", d.sink.clone()),
-                KeyValue::new("wharf.target", d.target.clone()),
+                KeyValue::new("wharf.target", safe_url(&d.target)),
                 KeyValue::new("wharf.attempt", i64::from(d.attempt)),
             ],
         );
@@ -404,6 +405,7 @@ impl DeliveryRelay {
                 delivery_id = %d.delivery_id,
                 inbox_id = %d.inbox_id,
                 sink = %d.sink,
+                target = %safe_url(&d.target),
                 attempt = d.attempt,
                 outcome,
                 "delivery attempt failed"

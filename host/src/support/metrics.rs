@@ -10,6 +10,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use super::shown::safe_url;
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
     /// A configured endpoint id, or `_unknown`: request paths never become label values, so a
@@ -48,7 +50,7 @@ pub struct TableLabels {
 }
 
 /// One delivery target: a route's URL or subject (bounded by the routes configured, and by the
-/// targets of rows planned before a route was removed).
+/// targets of rows planned before a route was removed). Exported through `safe_url`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct TargetLabels {
     pub sink: String,
@@ -396,6 +398,22 @@ impl Metrics {
             );
             gauges
         });
+        // Labels show a target without its credentials; targets that differ only there
+        // share one series, summed.
+        let mut shown: std::collections::HashMap<TargetLabels, TargetBacklog> = Default::default();
+        for (target, backlog) in targets {
+            let label = TargetLabels {
+                sink: target.sink.clone(),
+                target: safe_url(&target.target),
+            };
+            let sum = shown.entry(label).or_default();
+            sum.pending += backlog.pending;
+            sum.failed += backlog.failed;
+            sum.oldest_pending_seconds = sum
+                .oldest_pending_seconds
+                .max(backlog.oldest_pending_seconds);
+        }
+        let targets: Vec<(TargetLabels, TargetBacklog)> = shown.into_iter().collect();
         let now: std::collections::HashSet<&TargetLabels> =
             targets.iter().map(|(t, _)| t).collect();
         let gone: Vec<TargetLabels> = gauges
@@ -409,7 +427,7 @@ impl Metrics {
             gauges.oldest_pending.get_or_create(target).set(0.0);
             gauges.failed.get_or_create(target).set(0);
         }
-        for (target, backlog) in targets {
+        for (target, backlog) in &targets {
             gauges.pending.get_or_create(target).set(backlog.pending);
             gauges
                 .oldest_pending

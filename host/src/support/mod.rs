@@ -3,10 +3,12 @@
 pub mod clock;
 pub mod columns;
 pub mod failpoint;
+pub mod file_modes;
 pub mod ids;
 pub mod metrics;
 pub mod redact;
 pub mod sealing;
+pub mod shown;
 pub mod signals;
 pub mod subjects;
 pub mod toml_lines;

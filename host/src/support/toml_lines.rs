@@ -87,15 +87,76 @@ impl Problem {
         }
     }
 
-    /// A TOML error (syntax, or a type the file's structure does not match), located by its
-    /// span. Only the error's own message: its `Display` quotes the offending line, which in a
-    /// secrets file holds a secret.
-    pub fn from_toml(error: &toml::de::Error) -> Self {
+    /// A TOML error (syntax, or a type the file's structure does not match) in `text`, located
+    /// by its span and naming the key on that line. Never the text itself: the error's
+    /// `Display` quotes the offending line, and its message may quote the value, either of
+    /// which can be a secret (a database password, an `Authorization` header value).
+    pub fn from_toml(error: &toml::de::Error, text: &str) -> Self {
+        let message = without_values(error.message().trim_end());
+        let key = error.span().and_then(|span| key_on_line(text, span.start));
         Self {
             at: error.span().map_or(Location::Nowhere, Location::Span),
-            message: error.message().trim_end().to_owned(),
+            message: match key {
+                Some(key) => format!("key `{key}`: {message}"),
+                None => message,
+            },
         }
     }
+}
+
+/// A TOML error in a file, as `serve` logs it: the line and key, never the text.
+#[derive(Debug, thiserror::Error)]
+#[error("{}{}", .line.map(|l| format!("line {l}: ")).unwrap_or_default(), .problem.message)]
+pub struct TomlError {
+    pub line: Option<usize>,
+    pub problem: Problem,
+}
+
+impl TomlError {
+    pub fn new(error: &toml::de::Error, text: &str) -> Self {
+        let problem = Problem::from_toml(error, text);
+        Self {
+            line: Lines::new(text).of(&problem.at),
+            problem,
+        }
+    }
+}
+
+/// serde's messages quote the value they refused (`invalid type: string "…"`, `unknown
+/// variant `…``): keep what kind of value it was and what was expected.
+fn without_values(message: &str) -> String {
+    for prefix in ["invalid type: ", "invalid value: "] {
+        if let Some(rest) = message.strip_prefix(prefix) {
+            let kind = rest.split([' ', ',']).next().unwrap_or_default();
+            let expected = rest.split_once(", expected").map_or("", |(_, e)| e);
+            return format!("{prefix}{kind} (value withheld), expected{expected}");
+        }
+    }
+    if let Some(rest) = message.strip_prefix("unknown variant ") {
+        let expected = rest.split_once(", expected").map_or("", |(_, e)| e);
+        return format!("unknown variant (value withheld), expected{expected}");
+    }
+    message.to_owned()
+}
+
+/// The key a line assigns (`key = …`) or the table it opens (`[table]`), when it is a plain
+/// dotted key: a quoted key may be anything, so it is not shown.
+fn key_on_line(text: &str, offset: usize) -> Option<String> {
+    let start = text[..offset.min(text.len())]
+        .rfind('\n')
+        .map_or(0, |i| i + 1);
+    let line = text[start..].lines().next().unwrap_or_default().trim();
+    let key = if let Some(header) = line.strip_prefix('[') {
+        header.trim_start_matches('[').split(']').next()?
+    } else {
+        line.split_once('=')?.0
+    };
+    let key = key.trim();
+    let plain = !key.is_empty()
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_-. ".contains(&b));
+    plain.then(|| key.to_owned())
 }
 
 /// Line numbers (from 1) in one TOML text.
@@ -224,10 +285,44 @@ secrets = { slot = \"s\" }
         assert_eq!(lines.of(&Location::Span(0..1)), Some(1));
         assert_eq!(lines.of(&Location::Span(TEXT.len()..TEXT.len())), Some(10));
         assert_eq!(lines.of(&Location::Nowhere), None);
-        let error = toml::from_str::<toml::Table>("a = 1\nb = = 2\n").unwrap_err();
-        let problem = Problem::from_toml(&error);
-        assert_eq!(Lines::new("a = 1\nb = = 2\n").of(&problem.at), Some(2));
+        let text = "a = 1\nb = = 2\n";
+        let error = toml::from_str::<toml::Table>(text).unwrap_err();
+        let problem = Problem::from_toml(&error, text);
+        assert_eq!(Lines::new(text).of(&problem.at), Some(2));
         assert!(!problem.message.contains("b = = 2"), "{}", problem.message);
+        assert!(
+            problem.message.starts_with("key `b`: "),
+            "{}",
+            problem.message
+        );
+    }
+
+    #[test]
+    fn toml_errors_never_quote_the_text() {
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct Shape {
+            port: u16,
+        }
+        for text in [
+            "[database]\nurl = postgres://u:hunter2@db/x\n",
+            "[database]\nurl = \"postgres://u:hunter2@db/x\n",
+            "headers = { Authorization = Bearer hunter2 }\n",
+            "port = \"hunter2\"\n",
+        ] {
+            let error = toml::from_str::<Shape>(text).unwrap_err();
+            let shown = TomlError::new(&error, text).to_string();
+            assert!(!shown.contains("hunter2"), "{shown}");
+            assert!(shown.starts_with("line "), "{shown}");
+        }
+        let text = "[database]\nurl = postgres://u:hunter2@db/x\n";
+        let error = toml::from_str::<toml::Table>(text).unwrap_err();
+        let shown = TomlError::new(&error, text).to_string();
+        assert!(shown.starts_with("line 2: key `url`: "), "{shown}");
+        assert_eq!(
+            without_values("unknown variant `hunter2`, expected `http` or `nats`"),
+            "unknown variant (value withheld), expected `http` or `nats`"
+        );
     }
 
     #[test]

@@ -41,11 +41,8 @@ impl Secrets {
     /// Parses the file, or names every problem found, each at the key it is about (`wharf
     /// config check` prints their lines). No message quotes a value.
     pub fn parse_checked(text: &str) -> Result<Self, Vec<Problem>> {
-        let raw: HashMap<String, Vec<RawVersion>> = toml::from_str(text).map_err(|e| {
-            let mut problem = Problem::from_toml(&e);
-            problem.message = without_values(&problem.message);
-            vec![problem]
-        })?;
+        let raw: HashMap<String, Vec<RawVersion>> =
+            toml::from_str(text).map_err(|e| vec![Problem::from_toml(&e, text)])?;
         let mut raw: Vec<(String, Vec<RawVersion>)> = raw.into_iter().collect();
         raw.sort_by(|a, b| a.0.cmp(&b.0));
         let mut problems = Vec::new();
@@ -128,19 +125,6 @@ impl Secrets {
         sets.sort();
         sets.join(",")
     }
-}
-
-/// A TOML type error without the value it quotes (`invalid type: integer `5`, expected a
-/// string`): in this file the value may be a secret.
-fn without_values(message: &str) -> String {
-    for prefix in ["invalid type: ", "invalid value: "] {
-        if let Some(rest) = message.strip_prefix(prefix) {
-            let kind = rest.split([' ', ',']).next().unwrap_or_default();
-            let expected = rest.split_once(", expected").map_or("", |(_, e)| e);
-            return format!("{prefix}{kind} (value withheld), expected{expected}");
-        }
-    }
-    message.to_owned()
 }
 
 /// Why an `expires_at` is not an instant.
