@@ -155,7 +155,10 @@ impl Server {
                 config.server.min_in_flight,
                 config.max_in_flight(),
             ))
-            .with_rate_limits(RateLimits::new(&config.endpoints, &config.providers))
+            .with_rate_limits(
+                RateLimits::new(&config.endpoints, &config.providers)
+                    .with_clients(config.server.client_rate_limit()),
+            )
             .with_traces(traces.clone()),
         );
         let config = Arc::new(config);

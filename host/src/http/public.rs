@@ -1,7 +1,8 @@
-//! The public webhook route. Rate limits and bounds what a request may cost before its body is
-//! read, reads the exact raw bytes under the body limit, answers every `IngestError` in one
+//! The public webhook route. Rate limits each client address and bounds what a request may
+//! cost before its body is read, reads the exact raw bytes under the body limit, answers every `IngestError` in one
 //! place, and writes one log line per request (never a secret, signature value or body).
 
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -18,7 +19,7 @@ use serde_json::json;
 use tokio::sync::Semaphore;
 
 use super::client::ClientInfo;
-use crate::ingest::{Ingest, IngestError, Outcome, RequestFacts, inbox_ids};
+use crate::ingest::{Ingest, IngestError, LimitScope, Outcome, RequestFacts, inbox_ids};
 use crate::support::metrics::Metrics;
 use crate::support::traces::{KeyValue, SpanKind, TraceSpan};
 
@@ -137,6 +138,7 @@ async fn answer(
         &endpoint_id,
         method,
         query.as_deref(),
+        client.map(|c| c.addr),
         headers,
         body,
         &mut facts,
@@ -147,8 +149,11 @@ async fn answer(
         Ok((outcome, ack)) => outcome_response(outcome, ack.as_ref()),
         Err(e) => error_response(e),
     };
-    // A limited request's body is never read: the connection cannot carry another request.
-    if body_may_follow && matches!(result, Err(IngestError::RateLimited(_))) {
+    // A request its client's bucket refused was never read: the connection cannot carry
+    // another request. (One refused after verification was read whole.)
+    let unread =
+        matches!(result, Err(IngestError::RateLimited(l)) if l.scope == LimitScope::Client);
+    if body_may_follow && unread {
         response
             .headers_mut()
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
@@ -253,12 +258,15 @@ async fn handle(
     endpoint_id: &str,
     method: http::Method,
     query: Option<&str>,
+    client: Option<IpAddr>,
     headers: HeaderMap,
     body: Body,
     facts: &mut RequestFacts,
     trace_context: Option<String>,
 ) -> Result<(Outcome, Option<Answer>), IngestError> {
-    let admitted = state.ingest.admit(endpoint_id)?;
+    // Every request from the client's address takes a token before the body is read; the
+    // endpoint's and provider's are taken after verification.
+    let admitted = state.ingest.admit(endpoint_id, client)?;
     let header_bytes: usize = headers
         .iter()
         .map(|(k, v)| k.as_str().len() + v.len())

@@ -4,7 +4,8 @@
 //!   that the fixture runner shares
 //! - `verify`: what "verified" means; MACs, public-key signatures, tokens; freshness
 //! - `secrets`: the secrets file, hot-reloaded, failing closed
-//! - `rate_limit`: endpoint and provider token buckets, taken before the body is read
+//! - `rate_limit`: a token bucket per client address, taken before the body is read, and
+//!   endpoint and provider buckets, taken by verified requests only
 //! - `admission`: past capacity, refuse at once what could not be answered in the budget
 //! - `store`: Postgres: migrations and `accept`, the one way events are stored
 //! - `commit`: group commit behind `accept`: requests that arrive together share a transaction

@@ -3,6 +3,7 @@
 //! adapter `parse` → one acceptance transaction. Provider specifics live only in adapters.
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
@@ -197,7 +198,7 @@ impl Ingest {
     }
 
     /// Whether a GET to this endpoint reaches its adapter (Meta's `hub.challenge`); takes no
-    /// token, so the GET that follows is limited once, in `admit`.
+    /// token, so the GET that follows is limited once, like a POST.
     pub fn serves_get(&self, endpoint_id: &str) -> bool {
         self.endpoints.get(endpoint_id).is_some_and(|e| {
             self.adapters
@@ -207,18 +208,21 @@ impl Ingest {
         })
     }
 
-    /// Steps before the body is read: the endpoint, its rate limits, its adapter, and the body
-    /// limit. A limited request costs a lookup and a token check: nothing is read or reserved
-    /// and no adapter runs.
-    pub fn admit(&self, endpoint_id: &str) -> Result<Admitted, IngestError> {
+    /// Steps before the body is read: the endpoint, the client address's rate limit, its
+    /// adapter, and the body limit. A limited request costs a lookup and a token check: nothing
+    /// is read or reserved and no adapter runs. The endpoint's and provider's buckets are not
+    /// touched here: only a verified request spends them (`process`).
+    pub fn admit(
+        &self,
+        endpoint_id: &str,
+        client: Option<IpAddr>,
+    ) -> Result<Admitted, IngestError> {
         let endpoint = self
             .endpoints
             .get(endpoint_id)
             .ok_or(IngestError::UnknownEndpoint)?;
-        if let Err(limited) = self.rate_limits.try_take(endpoint_id, &endpoint.adapter) {
-            self.metrics
-                .rate_limited(endpoint_id, limited.scope.as_str());
-            return Err(IngestError::RateLimited(limited));
+        if let Some(addr) = client {
+            (self.rate_limits).charge_client(addr, endpoint_id, &self.metrics)?;
         }
         let adapter = self
             .adapters
@@ -300,7 +304,11 @@ impl Ingest {
             .await
             .map_err(IngestError::from)?;
         *facts = job_facts;
-        match verified? {
+        let verified = verified?;
+        // Verified: only now may the request spend the endpoint's and provider's allowance,
+        // before anything is committed.
+        (self.rate_limits).charge_verified(&admitted.endpoint, &self.metrics)?;
+        match verified {
             Verified::Done(outcome) => Ok(outcome),
             // 8. One transaction; the answer waits for the commit.
             Verified::Accept(mut submission) => {

@@ -1,8 +1,13 @@
-//! Rate limits (step 1): a token bucket per endpoint (`rate_limit` in `[[endpoint]]`) and one
-//! per provider, shared by every endpoint of that adapter (`[[provider]]`). A request takes one
-//! token from each bucket that applies, or none: a request refused by one bucket leaves the
-//! other's token in place. Buckets live in this process; several receivers each allow the
-//! whole limit.
+//! Rate limits, in two places. Before the body is read, a bucket per client address
+//! (`[server] client_rate_per_second`/`client_rate_burst`, the address as `ClientInfo` reports
+//! it after `trusted_proxies`): every request from that address takes a token, so a flood from
+//! one address is answered 429 from its head, before a body read or a guest call. After
+//! verification, and only for a verified request, a token bucket per endpoint (`rate_limit` in
+//! `[[endpoint]]`) and one per provider, shared by every endpoint of that adapter
+//! (`[[provider]]`): what a stranger sends never spends the provider's allowance. A verified
+//! request takes one token from each of those that applies, or none: a request refused by one
+//! bucket leaves the other's token in place. Buckets live in this process; several receivers
+//! each allow the whole limit.
 //!
 //! Each bucket is GCRA (the generic cell rate algorithm, as in `governor`): one instant per
 //! bucket, the time at which it will be full again. Written here rather than taken from
@@ -10,14 +15,25 @@
 //! peek, no refund) cannot do.
 
 use std::collections::HashMap;
+use std::net::{IpAddr, Ipv6Addr};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+use super::error::IngestError;
 use crate::config::{EndpointConfig, ProviderConfig, RateLimit};
+use crate::support::metrics::Metrics;
+
+/// The most client addresses tracked at once (about 3 MiB). Past it, buckets that are full
+/// again are dropped (a full bucket is the same as none), then, if that frees too little, those
+/// nearest to full: a flood of distinct addresses costs bounded memory, and what it evicts is
+/// only forgiven, never charged.
+const MAX_CLIENTS: usize = 1 << 16;
 
 /// Which bucket refused a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LimitScope {
+    /// The client address's, before the body was read.
+    Client,
     Endpoint,
     Provider,
 }
@@ -26,6 +42,7 @@ impl LimitScope {
     /// The `scope` label of `wharf_rate_limited_total`.
     pub fn as_str(self) -> &'static str {
         match self {
+            LimitScope::Client => "client",
             LimitScope::Endpoint => "endpoint",
             LimitScope::Provider => "provider",
         }
@@ -47,37 +64,35 @@ impl Limited {
     }
 }
 
-/// Every bucket of this process, fixed at start.
+/// Every bucket of this process: the endpoints' and providers' fixed at start, the clients'
+/// made as addresses are seen.
 pub struct RateLimits {
     endpoints: HashMap<String, Bucket>,
     providers: HashMap<String, Bucket>,
+    /// `None`: client addresses are not limited (the pipeline built without a server).
+    clients: Option<Clients>,
     /// The origin of every bucket's schedule.
     started: Instant,
 }
 
-struct Bucket {
+/// A rate: how a schedule advances and how far it may run ahead.
+#[derive(Clone, Copy)]
+struct Rate {
     /// The time one token takes to come back: 1 s / `per_second`.
     interval: Duration,
     /// How far the schedule may run ahead of now with a token still left: `burst - 1`
     /// intervals.
     tolerance: Duration,
-    /// When the bucket will be full again, since `RateLimits::started` (at or before now: full).
-    full_at: Mutex<Duration>,
 }
 
-impl Bucket {
+impl Rate {
     fn new(limit: RateLimit) -> Self {
         // `per_second` is validated at start (at least 0.001), so the interval is bounded.
         let interval = Duration::from_secs_f64(1.0 / limit.per_second);
         Self {
             interval,
             tolerance: interval * limit.burst.saturating_sub(1),
-            full_at: Mutex::new(Duration::ZERO),
         }
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Duration> {
-        self.full_at.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// How long until a token is left, given when the bucket will be full; zero: one is now.
@@ -88,6 +103,82 @@ impl Bucket {
     /// The bucket's schedule after one token is taken at `now`.
     fn take(&self, full_at: Duration, now: Duration) -> Duration {
         full_at.max(now) + self.interval
+    }
+}
+
+struct Bucket {
+    rate: Rate,
+    /// When the bucket will be full again, since `RateLimits::started` (at or before now: full).
+    full_at: Mutex<Duration>,
+}
+
+impl Bucket {
+    fn new(limit: RateLimit) -> Self {
+        Self {
+            rate: Rate::new(limit),
+            full_at: Mutex::new(Duration::ZERO),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Duration> {
+        self.full_at.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// One bucket per client address, all at one rate; an address without an entry is full.
+struct Clients {
+    rate: Rate,
+    full_at: Mutex<HashMap<IpAddr, Duration>>,
+}
+
+impl Clients {
+    /// The bucket an address draws on: an IPv6 client by its /64 (one host commonly holds a
+    /// whole /64, and would otherwise have a bucket per address), an IPv4 one by itself.
+    fn key(addr: IpAddr) -> IpAddr {
+        match addr.to_canonical() {
+            IpAddr::V6(v6) => IpAddr::V6(Ipv6Addr::from(u128::from(v6) & !(u128::MAX >> 64))),
+            v4 => v4,
+        }
+    }
+
+    fn try_take(&self, addr: IpAddr, now: impl FnOnce() -> Duration) -> Result<(), Limited> {
+        let key = Self::key(addr);
+        let mut map = self.full_at.lock().unwrap_or_else(PoisonError::into_inner);
+        let now = now();
+        let full_at = map.get(&key).copied().unwrap_or(Duration::ZERO);
+        let wait = self.rate.wait(full_at, now);
+        if !wait.is_zero() {
+            return Err(Limited {
+                scope: LimitScope::Client,
+                retry_after: wait,
+            });
+        }
+        if map.len() >= MAX_CLIENTS && !map.contains_key(&key) {
+            shrink(&mut map, now);
+        }
+        map.insert(key, self.rate.take(full_at, now));
+        Ok(())
+    }
+}
+
+/// 429 `rate_limited`, counted in `wharf_rate_limited_total` by the bucket that refused.
+fn refused(limited: Limited, endpoint_id: &str, metrics: &Metrics) -> IngestError {
+    metrics.rate_limited(endpoint_id, limited.scope.as_str());
+    IngestError::RateLimited(limited)
+}
+
+/// Makes room for new addresses: drops every bucket that is full again, then, while more than
+/// seven eighths of `MAX_CLIENTS` remain, those nearest to full. Each call frees at least an
+/// eighth, so its cost is spread over as many new addresses.
+fn shrink(map: &mut HashMap<IpAddr, Duration>, now: Duration) {
+    map.retain(|_, full_at| *full_at > now);
+    let keep = MAX_CLIENTS - MAX_CLIENTS / 8;
+    if map.len() > keep {
+        let mut schedules: Vec<Duration> = map.values().copied().collect();
+        let cut = schedules.len() - keep;
+        let (_, threshold, _) = schedules.select_nth_unstable(cut);
+        let threshold = *threshold;
+        map.retain(|_, full_at| *full_at > threshold);
     }
 }
 
@@ -102,11 +193,47 @@ impl RateLimits {
                 .iter()
                 .map(|p| (p.adapter.clone(), Bucket::new(p.rate_limit)))
                 .collect(),
+            clients: None,
             started: Instant::now(),
         }
     }
 
-    /// Takes a token from the endpoint's bucket and from its adapter's, or from neither.
+    /// Every client address limited to `limit` (`[server] client_rate_per_second`, `..._burst`).
+    pub fn with_clients(mut self, limit: RateLimit) -> Self {
+        self.clients = Some(Clients {
+            rate: Rate::new(limit),
+            full_at: Mutex::default(),
+        });
+        self
+    }
+
+    /// Takes a token from the client address's bucket: before the body is read, whatever the
+    /// request turns out to be. A refusal is counted under `endpoint_id`.
+    pub fn charge_client(
+        &self,
+        addr: IpAddr,
+        endpoint_id: &str,
+        metrics: &Metrics,
+    ) -> Result<(), IngestError> {
+        match &self.clients {
+            Some(clients) => clients.try_take(addr, || self.started.elapsed()),
+            None => Ok(()),
+        }
+        .map_err(|limited| refused(limited, endpoint_id, metrics))
+    }
+
+    /// `try_take` for a request that has just been verified, its refusal counted.
+    pub fn charge_verified(
+        &self,
+        endpoint: &EndpointConfig,
+        metrics: &Metrics,
+    ) -> Result<(), IngestError> {
+        self.try_take(&endpoint.id, &endpoint.adapter)
+            .map_err(|limited| refused(limited, &endpoint.id, metrics))
+    }
+
+    /// Takes a token from the endpoint's bucket and from its adapter's, or from neither: for
+    /// a verified request only.
     pub fn try_take(&self, endpoint_id: &str, adapter: &str) -> Result<(), Limited> {
         self.try_take_with(endpoint_id, adapter, || self.started.elapsed())
     }
@@ -133,7 +260,7 @@ impl RateLimits {
         let now = now();
         let mut refused: Option<Limited> = None;
         for (scope, bucket, full_at) in &held {
-            let wait = bucket.wait(**full_at, now);
+            let wait = bucket.rate.wait(**full_at, now);
             if !wait.is_zero() {
                 let first = refused.map_or(*scope, |r| r.scope);
                 let longest = refused.map_or(wait, |r| r.retry_after.max(wait));
@@ -147,7 +274,7 @@ impl RateLimits {
             return Err(limited);
         }
         for (_, bucket, full_at) in &mut held {
-            **full_at = bucket.take(**full_at, now);
+            **full_at = bucket.rate.take(**full_at, now);
         }
         Ok(())
     }
@@ -209,7 +336,7 @@ mod tests {
         let bucket = &l.endpoints["e"];
         let mut full_at = bucket.lock();
         for _ in 0..3 {
-            *full_at = bucket.take(*full_at, Duration::ZERO);
+            *full_at = bucket.rate.take(*full_at, Duration::ZERO);
         }
         drop(full_at);
         assert_eq!(at(&l, 500).unwrap_err().retry_after_secs(), 3);
@@ -260,5 +387,50 @@ mod tests {
         for _ in 0..1000 {
             at(&l, 0).unwrap();
         }
+    }
+
+    fn clients(per_second: f64, burst: u32) -> Clients {
+        let l = RateLimits::new(&[], &[]).with_clients(RateLimit { per_second, burst });
+        l.clients.expect("set")
+    }
+
+    #[test]
+    fn each_client_address_has_its_own_bucket_ipv6_by_its_64() {
+        let c = clients(1.0, 2);
+        let at = |addr: &str, ms| c.try_take(addr.parse().unwrap(), || Duration::from_millis(ms));
+        at("203.0.113.1", 0).unwrap();
+        at("203.0.113.1", 0).unwrap();
+        let refused = at("203.0.113.1", 0).unwrap_err();
+        assert_eq!(refused.scope, LimitScope::Client);
+        assert_eq!(refused.retry_after, Duration::from_secs(1));
+        // The same address written as IPv4-mapped IPv6 is the same client.
+        at("::ffff:203.0.113.1", 0).unwrap_err();
+        at("203.0.113.2", 0).unwrap();
+        at("2001:db8::1", 0).unwrap();
+        at("2001:db8::ffff", 0).unwrap();
+        at("2001:db8::2", 0).unwrap_err();
+        at("2001:db8:0:1::1", 0).unwrap();
+        at("203.0.113.1", 1000).unwrap();
+    }
+
+    #[test]
+    fn a_flood_of_distinct_addresses_keeps_the_map_bounded_and_the_busiest_tracked() {
+        let c = clients(1.0, 1);
+        let flooder: IpAddr = "198.51.100.7".parse().unwrap();
+        // Its schedule runs an hour ahead: the last bucket a sweep would drop.
+        c.try_take(flooder, || Duration::ZERO).unwrap();
+        c.full_at
+            .lock()
+            .unwrap()
+            .insert(flooder, Duration::from_secs(3600));
+        // Addresses that are never full again in this window (1 s refill, 0.2 s of requests):
+        // a sweep must evict those nearest to full.
+        for i in 0..(3 * MAX_CLIENTS as u32) {
+            let addr = IpAddr::from(std::net::Ipv4Addr::from(0x0a00_0000 + i));
+            c.try_take(addr, || Duration::from_millis(u64::from(i) / 1000))
+                .unwrap();
+            assert!(c.full_at.lock().unwrap().len() <= MAX_CLIENTS);
+        }
+        assert!(c.try_take(flooder, || Duration::from_secs(300)).is_err());
     }
 }
