@@ -221,9 +221,9 @@ impl Ingest {
             .endpoints
             .get(endpoint_id)
             .ok_or(IngestError::UnknownEndpoint)?;
-        if let Some(addr) = client {
-            (self.rate_limits).charge_client(addr, endpoint_id, &self.metrics)?;
-        }
+        self.rate_limits
+            .charge_client(client, endpoint_id, &self.metrics)
+            .map_err(IngestError::RateLimited)?;
         let adapter = self
             .adapters
             .load()
@@ -305,9 +305,10 @@ impl Ingest {
             .map_err(IngestError::from)?;
         *facts = job_facts;
         let verified = verified?;
-        // Verified: only now may the request spend the endpoint's and provider's allowance,
-        // before anything is committed.
-        (self.rate_limits).charge_verified(&admitted.endpoint, &self.metrics)?;
+        // Verified: only now may it spend the endpoint's and provider's buckets, before a commit.
+        self.rate_limits
+            .charge_verified(&admitted.endpoint, &self.metrics)
+            .map_err(IngestError::RateLimited)?;
         match verified {
             Verified::Done(outcome) => Ok(outcome),
             // 8. One transaction; the answer waits for the commit.

@@ -19,7 +19,6 @@ use std::net::{IpAddr, Ipv6Addr};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::error::IngestError;
 use crate::config::{EndpointConfig, ProviderConfig, RateLimit};
 use crate::support::metrics::Metrics;
 
@@ -161,10 +160,10 @@ impl Clients {
     }
 }
 
-/// 429 `rate_limited`, counted in `wharf_rate_limited_total` by the bucket that refused.
-fn refused(limited: Limited, endpoint_id: &str, metrics: &Metrics) -> IngestError {
+/// A refusal, counted in `wharf_rate_limited_total` by the bucket that refused.
+fn refused(limited: Limited, endpoint_id: &str, metrics: &Metrics) -> Limited {
     metrics.rate_limited(endpoint_id, limited.scope.as_str());
-    IngestError::RateLimited(limited)
+    limited
 }
 
 /// Makes room for new addresses: drops every bucket that is full again, then, while more than
@@ -208,16 +207,17 @@ impl RateLimits {
     }
 
     /// Takes a token from the client address's bucket: before the body is read, whatever the
-    /// request turns out to be. A refusal is counted under `endpoint_id`.
+    /// request turns out to be. A refusal is counted under `endpoint_id`. No address (the
+    /// router served without the server's connection layer): not limited here.
     pub fn charge_client(
         &self,
-        addr: IpAddr,
+        addr: Option<IpAddr>,
         endpoint_id: &str,
         metrics: &Metrics,
-    ) -> Result<(), IngestError> {
-        match &self.clients {
-            Some(clients) => clients.try_take(addr, || self.started.elapsed()),
-            None => Ok(()),
+    ) -> Result<(), Limited> {
+        match (&self.clients, addr) {
+            (Some(clients), Some(addr)) => clients.try_take(addr, || self.started.elapsed()),
+            _ => Ok(()),
         }
         .map_err(|limited| refused(limited, endpoint_id, metrics))
     }
@@ -227,7 +227,7 @@ impl RateLimits {
         &self,
         endpoint: &EndpointConfig,
         metrics: &Metrics,
-    ) -> Result<(), IngestError> {
+    ) -> Result<(), Limited> {
         self.try_take(&endpoint.id, &endpoint.adapter)
             .map_err(|limited| refused(limited, &endpoint.id, metrics))
     }
