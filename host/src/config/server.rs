@@ -61,15 +61,16 @@ section! {
         /// Requests admitted at once whatever the measured rate, so a burst after a quiet spell
         /// is taken (the rate measured then was low).
         pub min_in_flight: usize = 512; 1..=8192,
-        /// Requests per second each client address may send, signed or not: a token bucket per
-        /// address (`trusted_proxies` decides which address; IPv6 by its /64), taken before the
-        /// body is read, so one address's flood is 429 before it costs a read or an adapter
-        /// call. Endpoint and provider limits count verified requests only. Well above what a
-        /// provider's sending host sends to one receiver; a proxy in front must be in
-        /// `trusted_proxies`, or every request shares its one bucket.
-        pub client_rate_per_second: f64 = 50.0; MIN_RATE_PER_SECOND..=f64::from(MAX_RATE_LIMIT),
-        /// Requests one client address may send at once before `client_rate_per_second` applies.
-        pub client_rate_burst: u32 = 100; 1..=MAX_RATE_LIMIT,
+        /// Requests per second each client address may send that fail verification: a token
+        /// bucket per address (`trusted_proxies` decides which address; IPv6 by its /64). Every
+        /// request takes a token before its body is read, so one address's flood is 429 before
+        /// it costs a read or an adapter call; one whose signature verifies gives it back, so
+        /// a provider's own traffic is limited only by the endpoint and provider limits. A
+        /// proxy in front must be in `trusted_proxies`, or every client shares its one bucket.
+        pub client_rate_per_second: f64 = 20.0; MIN_RATE_PER_SECOND..=f64::from(MAX_RATE_LIMIT),
+        /// Requests one client address may have taken at once before `client_rate_per_second`
+        /// applies.
+        pub client_rate_burst: u32 = 40; 1..=MAX_RATE_LIMIT,
     }
 }
 
@@ -175,8 +176,8 @@ mod tests {
         assert_eq!(
             config.server.client_rate_limit(),
             RateLimit {
-                per_second: 50.0,
-                burst: 100
+                per_second: 20.0,
+                burst: 40
             }
         );
         for (knob, message) in [

@@ -19,7 +19,9 @@ use serde_json::json;
 use tokio::sync::Semaphore;
 
 use super::client::ClientInfo;
-use crate::ingest::{Ingest, IngestError, LimitScope, Outcome, RequestFacts, inbox_ids};
+use crate::ingest::{
+    ClientLimits, Ingest, IngestError, LimitScope, Outcome, RequestFacts, inbox_ids,
+};
 use crate::support::metrics::Metrics;
 use crate::support::traces::{KeyValue, SpanKind, TraceSpan};
 
@@ -35,6 +37,8 @@ pub struct HttpState {
     pub body_budget: Arc<Semaphore>,
     /// Longest time to receive a body once its head is in (`[server] body_timeout_ms`).
     pub body_timeout: Duration,
+    /// A bucket per client address (`[server] client_rate_per_second`, `client_rate_burst`).
+    pub client_limits: Arc<ClientLimits>,
 }
 
 pub fn public_router(state: HttpState) -> Router {
@@ -158,6 +162,14 @@ async fn answer(
             .headers_mut()
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
+    // A signature that verified, on a fresh request, was no stranger's: its token comes back.
+    let stranger = matches!(
+        result,
+        Err(IngestError::InvalidSignature(_) | IngestError::StaleTimestamp(_))
+    );
+    if let (Some(c), Some(_), false) = (client, &facts.secret_version, stranger) {
+        state.client_limits.give_back(c.addr);
+    }
     let result = result.map(|(outcome, _)| outcome);
     let (outcome, inbox_id) = match &result {
         Ok(o @ Outcome::Stored(a)) => (o.code(), a.first().map(|a| a.inbox_id().to_string())),
@@ -264,9 +276,15 @@ async fn handle(
     facts: &mut RequestFacts,
     trace_context: Option<String>,
 ) -> Result<(Outcome, Option<Answer>), IngestError> {
-    // Every request from the client's address takes a token before the body is read; the
-    // endpoint's and provider's are taken after verification.
-    let admitted = state.ingest.admit(endpoint_id, client)?;
+    // Every request from the client's address takes a token before the body is read (given
+    // back once its signature verifies); the endpoint's and provider's are taken after.
+    let admitted = state.ingest.admit(endpoint_id)?;
+    if let Some(addr) = client {
+        state
+            .client_limits
+            .try_take(addr, endpoint_id, state.ingest.metrics())
+            .map_err(IngestError::RateLimited)?;
+    }
     let header_bytes: usize = headers
         .iter()
         .map(|(k, v)| k.as_str().len() + v.len())

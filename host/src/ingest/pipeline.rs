@@ -3,7 +3,6 @@
 //! adapter `parse` → one acceptance transaction. Provider specifics live only in adapters.
 
 use std::collections::HashMap;
-use std::net::IpAddr;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
@@ -208,22 +207,14 @@ impl Ingest {
         })
     }
 
-    /// Steps before the body is read: the endpoint, the client address's rate limit, its
-    /// adapter, and the body limit. A limited request costs a lookup and a token check: nothing
-    /// is read or reserved and no adapter runs. The endpoint's and provider's buckets are not
-    /// touched here: only a verified request spends them (`process`).
-    pub fn admit(
-        &self,
-        endpoint_id: &str,
-        client: Option<IpAddr>,
-    ) -> Result<Admitted, IngestError> {
+    /// Steps before the body is read: the endpoint, its adapter, and the body limit. Takes no
+    /// token: the client's bucket is the edge's, and only a verified request spends the
+    /// endpoint's and provider's (`process`).
+    pub fn admit(&self, endpoint_id: &str) -> Result<Admitted, IngestError> {
         let endpoint = self
             .endpoints
             .get(endpoint_id)
             .ok_or(IngestError::UnknownEndpoint)?;
-        self.rate_limits
-            .charge_client(client, endpoint_id, &self.metrics)
-            .map_err(IngestError::RateLimited)?;
         let adapter = self
             .adapters
             .load()

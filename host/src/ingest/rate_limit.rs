@@ -1,7 +1,8 @@
-//! Rate limits, in two places. Before the body is read, a bucket per client address
-//! (`[server] client_rate_per_second`/`client_rate_burst`, the address as `ClientInfo` reports
-//! it after `trusted_proxies`): every request from that address takes a token, so a flood from
-//! one address is answered 429 from its head, before a body read or a guest call. After
+//! Rate limits, in two places. At the edge, a bucket per client address (`ClientLimits`,
+//! `[server] client_rate_per_second`/`client_rate_burst`, the address as `ClientInfo` reports
+//! it after `trusted_proxies`): every request takes a token before its body is read, and one
+//! whose signature verified (fresh) gives it back, so the bucket counts what strangers send and
+//! a flood from one address is 429 before it costs a body read or a guest call. After
 //! verification, and only for a verified request, a token bucket per endpoint (`rate_limit` in
 //! `[[endpoint]]`) and one per provider, shared by every endpoint of that adapter
 //! (`[[provider]]`): what a stranger sends never spends the provider's allowance. A verified
@@ -63,13 +64,10 @@ impl Limited {
     }
 }
 
-/// Every bucket of this process: the endpoints' and providers' fixed at start, the clients'
-/// made as addresses are seen.
+/// The endpoints' and providers' buckets, fixed at start.
 pub struct RateLimits {
     endpoints: HashMap<String, Bucket>,
     providers: HashMap<String, Bucket>,
-    /// `None`: client addresses are not limited (the pipeline built without a server).
-    clients: Option<Clients>,
     /// The origin of every bucket's schedule.
     started: Instant,
 }
@@ -125,12 +123,23 @@ impl Bucket {
 }
 
 /// One bucket per client address, all at one rate; an address without an entry is full.
-struct Clients {
+pub struct ClientLimits {
     rate: Rate,
     full_at: Mutex<HashMap<IpAddr, Duration>>,
+    /// The origin of every bucket's schedule.
+    started: Instant,
 }
 
-impl Clients {
+impl ClientLimits {
+    /// Every client address limited to `limit` (`[server] client_rate_per_second`, `..._burst`).
+    pub fn new(limit: RateLimit) -> Self {
+        Self {
+            rate: Rate::new(limit),
+            full_at: Mutex::default(),
+            started: Instant::now(),
+        }
+    }
+
     /// The bucket an address draws on: an IPv6 client by its /64 (one host commonly holds a
     /// whole /64, and would otherwise have a bucket per address), an IPv4 one by itself.
     fn key(addr: IpAddr) -> IpAddr {
@@ -140,9 +149,31 @@ impl Clients {
         }
     }
 
-    fn try_take(&self, addr: IpAddr, now: impl FnOnce() -> Duration) -> Result<(), Limited> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<IpAddr, Duration>> {
+        self.full_at.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Takes a token from the address's bucket: before the body is read, whatever the request
+    /// turns out to be. A refusal is counted under `endpoint_id`.
+    pub fn try_take(
+        &self,
+        addr: IpAddr,
+        endpoint_id: &str,
+        metrics: &Metrics,
+    ) -> Result<(), Limited> {
+        self.try_take_at(addr, || self.started.elapsed())
+            .map_err(|limited| refused(limited, endpoint_id, metrics))
+    }
+
+    /// Returns the token a request took, once its signature verified: a provider's own traffic
+    /// never empties its address's bucket, only what fails verification does.
+    pub fn give_back(&self, addr: IpAddr) {
+        self.give_back_at(addr, self.started.elapsed());
+    }
+
+    fn try_take_at(&self, addr: IpAddr, now: impl FnOnce() -> Duration) -> Result<(), Limited> {
         let key = Self::key(addr);
-        let mut map = self.full_at.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut map = self.lock();
         let now = now();
         let full_at = map.get(&key).copied().unwrap_or(Duration::ZERO);
         let wait = self.rate.wait(full_at, now);
@@ -158,6 +189,19 @@ impl Clients {
         map.insert(key, self.rate.take(full_at, now));
         Ok(())
     }
+
+    /// One interval off the schedule: never fuller than full (a schedule at or before now is
+    /// full), so giving back cannot raise the burst. An entry evicted meanwhile is full already.
+    fn give_back_at(&self, addr: IpAddr, now: Duration) {
+        let key = Self::key(addr);
+        let mut map = self.lock();
+        if let Some(full_at) = map.get_mut(&key) {
+            *full_at = full_at.saturating_sub(self.rate.interval);
+            if *full_at <= now {
+                map.remove(&key);
+            }
+        }
+    }
 }
 
 /// A refusal, counted in `wharf_rate_limited_total` by the bucket that refused.
@@ -167,8 +211,9 @@ fn refused(limited: Limited, endpoint_id: &str, metrics: &Metrics) -> Limited {
 }
 
 /// Makes room for new addresses: drops every bucket that is full again, then, while more than
-/// seven eighths of `MAX_CLIENTS` remain, those nearest to full. Each call frees at least an
-/// eighth, so its cost is spread over as many new addresses.
+/// seven eighths of `MAX_CLIENTS` remain, those nearest to full (an address flooding runs
+/// furthest ahead, so it is the last dropped). Each call frees at least an eighth, so its cost
+/// is spread over as many new addresses.
 fn shrink(map: &mut HashMap<IpAddr, Duration>, now: Duration) {
     map.retain(|_, full_at| *full_at > now);
     let keep = MAX_CLIENTS - MAX_CLIENTS / 8;
@@ -192,34 +237,8 @@ impl RateLimits {
                 .iter()
                 .map(|p| (p.adapter.clone(), Bucket::new(p.rate_limit)))
                 .collect(),
-            clients: None,
             started: Instant::now(),
         }
-    }
-
-    /// Every client address limited to `limit` (`[server] client_rate_per_second`, `..._burst`).
-    pub fn with_clients(mut self, limit: RateLimit) -> Self {
-        self.clients = Some(Clients {
-            rate: Rate::new(limit),
-            full_at: Mutex::default(),
-        });
-        self
-    }
-
-    /// Takes a token from the client address's bucket: before the body is read, whatever the
-    /// request turns out to be. A refusal is counted under `endpoint_id`. No address (the
-    /// router served without the server's connection layer): not limited here.
-    pub fn charge_client(
-        &self,
-        addr: Option<IpAddr>,
-        endpoint_id: &str,
-        metrics: &Metrics,
-    ) -> Result<(), Limited> {
-        match (&self.clients, addr) {
-            (Some(clients), Some(addr)) => clients.try_take(addr, || self.started.elapsed()),
-            _ => Ok(()),
-        }
-        .map_err(|limited| refused(limited, endpoint_id, metrics))
     }
 
     /// `try_take` for a request that has just been verified, its refusal counted.
@@ -389,15 +408,15 @@ mod tests {
         }
     }
 
-    fn clients(per_second: f64, burst: u32) -> Clients {
-        let l = RateLimits::new(&[], &[]).with_clients(RateLimit { per_second, burst });
-        l.clients.expect("set")
+    fn clients(per_second: f64, burst: u32) -> ClientLimits {
+        ClientLimits::new(RateLimit { per_second, burst })
     }
 
     #[test]
     fn each_client_address_has_its_own_bucket_ipv6_by_its_64() {
         let c = clients(1.0, 2);
-        let at = |addr: &str, ms| c.try_take(addr.parse().unwrap(), || Duration::from_millis(ms));
+        let at =
+            |addr: &str, ms| c.try_take_at(addr.parse().unwrap(), || Duration::from_millis(ms));
         at("203.0.113.1", 0).unwrap();
         at("203.0.113.1", 0).unwrap();
         let refused = at("203.0.113.1", 0).unwrap_err();
@@ -414,11 +433,32 @@ mod tests {
     }
 
     #[test]
+    fn a_token_given_back_never_raises_the_burst() {
+        let c = clients(1.0, 2);
+        let addr: IpAddr = "203.0.113.1".parse().unwrap();
+        let at = |ms| c.try_take_at(addr, || Duration::from_millis(ms));
+        // Verified requests, each giving its token back: never refused.
+        for ms in 0..100 {
+            at(ms).unwrap();
+            c.give_back_at(addr, Duration::from_millis(ms));
+        }
+        assert!(c.lock().is_empty());
+        // Given back more often than taken (a token evicted meanwhile): still just the burst.
+        c.give_back_at(addr, Duration::ZERO);
+        at(100).unwrap();
+        c.give_back_at(addr, Duration::from_millis(100));
+        c.give_back_at(addr, Duration::from_millis(100));
+        at(100).unwrap();
+        at(100).unwrap();
+        at(100).unwrap_err();
+    }
+
+    #[test]
     fn a_flood_of_distinct_addresses_keeps_the_map_bounded_and_the_busiest_tracked() {
         let c = clients(1.0, 1);
         let flooder: IpAddr = "198.51.100.7".parse().unwrap();
         // Its schedule runs an hour ahead: the last bucket a sweep would drop.
-        c.try_take(flooder, || Duration::ZERO).unwrap();
+        c.try_take_at(flooder, || Duration::ZERO).unwrap();
         c.full_at
             .lock()
             .unwrap()
@@ -427,10 +467,10 @@ mod tests {
         // a sweep must evict those nearest to full.
         for i in 0..(3 * MAX_CLIENTS as u32) {
             let addr = IpAddr::from(std::net::Ipv4Addr::from(0x0a00_0000 + i));
-            c.try_take(addr, || Duration::from_millis(u64::from(i) / 1000))
+            c.try_take_at(addr, || Duration::from_millis(u64::from(i) / 1000))
                 .unwrap();
-            assert!(c.full_at.lock().unwrap().len() <= MAX_CLIENTS);
+            assert!(c.lock().len() <= MAX_CLIENTS);
         }
-        assert!(c.try_take(flooder, || Duration::from_secs(300)).is_err());
+        assert!(c.try_take_at(flooder, || Duration::from_secs(300)).is_err());
     }
 }
