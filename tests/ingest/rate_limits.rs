@@ -1,5 +1,5 @@
 //! Rate limits: a bucket per client address taken before the body is read (no body read, no
-//! adapter call) and given back by a request that verifies, endpoint and provider token
+//! adapter call) and spent by what does not verify, endpoint and provider token
 //! buckets spent only by verified requests, 429
 //! `rate_limited` with `Retry-After`, counted in the metrics, and refused at start when out of
 //! range. Slow refills (a token every 10 s) keep the tests from depending on timing: a handful
@@ -168,8 +168,14 @@ async fn a_client_past_its_limit_never_reaches_the_adapter_post_or_get() {
     // test-misbehave serves GET handshakes: a GET reaches its adapter, and is limited alike.
     let get = || app.get_with("/webhooks/evil", &[("x-misbehave", "trap")]);
 
+    // The receiver's own 5xx spends nothing; what a stranger is refused (401) spends a token.
     post().await.assert_is(503, "adapter_unavailable", "post");
     get().await.assert_is(503, "adapter_unavailable", "get");
+    for _ in 0..2 {
+        app.post("evil", &[("content-type", "application/json")], "{}")
+            .await
+            .assert_is(401, "invalid_signature", "without x-misbehave");
+    }
     // The address's burst is spent: neither method reaches the adapter now.
     for _ in 0..3 {
         assert_limited(&post().await);
@@ -180,6 +186,7 @@ async fn a_client_past_its_limit_never_reaches_the_adapter_post_or_get() {
 
     app.assert_metrics(&[
         r#"wharf_requests_total{endpoint="evil",outcome="adapter_unavailable"} 2"#,
+        r#"wharf_requests_total{endpoint="evil",outcome="invalid_signature"} 2"#,
         r#"wharf_requests_total{endpoint="evil",outcome="rate_limited"} 6"#,
         r#"wharf_rate_limited_total{endpoint="evil",scope="client"} 6"#,
     ])
@@ -266,8 +273,8 @@ async fn a_flood_from_one_address_is_refused_while_another_address_is_served() {
     }
     // Even a correctly signed request from the flooding address waits for its bucket ...
     assert_limited(&post_stripe_from(&app, "stripe", "evt_same", "203.0.113.66").await);
-    // ... while another address is served: a request that verifies gives its token back, so
-    // more signed requests than the burst all pass.
+    // ... while another address is served: a request that verifies spends none of its
+    // address's tokens, so more signed requests than the burst all pass.
     for i in 0..6 {
         let id = format!("evt_other_{i}");
         post_stripe_from(&app, "stripe", &id, "198.51.100.7")

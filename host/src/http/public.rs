@@ -162,13 +162,16 @@ async fn answer(
             .headers_mut()
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
-    // A signature that verified, on a fresh request, was no stranger's: its token comes back.
-    let stranger = matches!(
-        result,
-        Err(IngestError::InvalidSignature(_) | IngestError::StaleTimestamp(_))
-    );
-    if let (Some(c), Some(_), false) = (client, &facts.secret_version, stranger) {
-        state.client_limits.give_back(c.addr);
+    // What a stranger can cause spends its address's token: every answer but a verified one,
+    // a 429 (refused, nothing spent) or the receiver's own 5xx (overload, an outage).
+    let verified = facts.secret_version.is_some()
+        && !matches!(
+            result,
+            Err(IngestError::InvalidSignature(_) | IngestError::StaleTimestamp(_))
+        );
+    let refused = matches!(result, Err(IngestError::RateLimited(_)));
+    if let Some(c) = client.filter(|_| !verified && !refused && response.status().as_u16() < 500) {
+        state.client_limits.charge(c.addr);
     }
     let result = result.map(|(outcome, _)| outcome);
     let (outcome, inbox_id) = match &result {
@@ -276,13 +279,13 @@ async fn handle(
     facts: &mut RequestFacts,
     trace_context: Option<String>,
 ) -> Result<(Outcome, Option<Answer>), IngestError> {
-    // Every request from the client's address takes a token before the body is read (given
-    // back once its signature verifies); the endpoint's and provider's are taken after.
+    // The client's address must have a token before the body is read (spent only by what
+    // fails, in `answer`); the endpoint's and provider's are taken after verification.
     let admitted = state.ingest.admit(endpoint_id)?;
     if let Some(addr) = client {
         state
             .client_limits
-            .try_take(addr, endpoint_id, state.ingest.metrics())
+            .check(addr, endpoint_id, state.ingest.metrics())
             .map_err(IngestError::RateLimited)?;
     }
     let header_bytes: usize = headers

@@ -1,8 +1,8 @@
 //! Rate limits, in two places. At the edge, a bucket per client address (`ClientLimits`,
 //! `[server] client_rate_per_second`/`client_rate_burst`, the address as `ClientInfo` reports
-//! it after `trusted_proxies`): every request takes a token before its body is read, and one
-//! whose signature verified (fresh) gives it back, so the bucket counts what strangers send and
-//! a flood from one address is 429 before it costs a body read or a guest call. After
+//! it after `trusted_proxies`): checked before the body is read, and spent by every request
+//! that does not verify, so it counts what strangers send, a flood from one address is 429
+//! before it costs a body read or a guest call, and a provider's own traffic never spends it. After
 //! verification, and only for a verified request, a token bucket per endpoint (`rate_limit` in
 //! `[[endpoint]]`) and one per provider, shared by every endpoint of that adapter
 //! (`[[provider]]`): what a stranger sends never spends the provider's allowance. A verified
@@ -153,54 +153,39 @@ impl ClientLimits {
         self.full_at.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Takes a token from the address's bucket: before the body is read, whatever the request
-    /// turns out to be. A refusal is counted under `endpoint_id`.
-    pub fn try_take(
-        &self,
-        addr: IpAddr,
-        endpoint_id: &str,
-        metrics: &Metrics,
-    ) -> Result<(), Limited> {
-        self.try_take_at(addr, || self.started.elapsed())
+    /// Whether the address's bucket has a token, before the body is read; takes none. A
+    /// refusal is counted under `endpoint_id`.
+    pub fn check(&self, addr: IpAddr, endpoint_id: &str, metrics: &Metrics) -> Result<(), Limited> {
+        self.check_at(addr, self.started.elapsed())
             .map_err(|limited| refused(limited, endpoint_id, metrics))
     }
 
-    /// Returns the token a request took, once its signature verified: a provider's own traffic
-    /// never empties its address's bucket, only what fails verification does.
-    pub fn give_back(&self, addr: IpAddr) {
-        self.give_back_at(addr, self.started.elapsed());
+    /// Takes a token for a request that did not verify, even past empty: requests that passed
+    /// `check` together each pay, and the address waits until they are paid for.
+    pub fn charge(&self, addr: IpAddr) {
+        self.charge_at(addr, self.started.elapsed());
     }
 
-    fn try_take_at(&self, addr: IpAddr, now: impl FnOnce() -> Duration) -> Result<(), Limited> {
+    fn check_at(&self, addr: IpAddr, now: Duration) -> Result<(), Limited> {
+        let full_at = self.lock().get(&Self::key(addr)).copied();
+        let wait = self.rate.wait(full_at.unwrap_or(Duration::ZERO), now);
+        if wait.is_zero() {
+            return Ok(());
+        }
+        Err(Limited {
+            scope: LimitScope::Client,
+            retry_after: wait,
+        })
+    }
+
+    fn charge_at(&self, addr: IpAddr, now: Duration) {
         let key = Self::key(addr);
         let mut map = self.lock();
-        let now = now();
-        let full_at = map.get(&key).copied().unwrap_or(Duration::ZERO);
-        let wait = self.rate.wait(full_at, now);
-        if !wait.is_zero() {
-            return Err(Limited {
-                scope: LimitScope::Client,
-                retry_after: wait,
-            });
-        }
         if map.len() >= MAX_CLIENTS && !map.contains_key(&key) {
             shrink(&mut map, now);
         }
-        map.insert(key, self.rate.take(full_at, now));
-        Ok(())
-    }
-
-    /// One interval off the schedule: never fuller than full (a schedule at or before now is
-    /// full), so giving back cannot raise the burst. An entry evicted meanwhile is full already.
-    fn give_back_at(&self, addr: IpAddr, now: Duration) {
-        let key = Self::key(addr);
-        let mut map = self.lock();
-        if let Some(full_at) = map.get_mut(&key) {
-            *full_at = full_at.saturating_sub(self.rate.interval);
-            if *full_at <= now {
-                map.remove(&key);
-            }
-        }
+        let full_at = map.entry(key).or_insert(Duration::ZERO);
+        *full_at = self.rate.take(*full_at, now);
     }
 }
 
@@ -415,42 +400,40 @@ mod tests {
     #[test]
     fn each_client_address_has_its_own_bucket_ipv6_by_its_64() {
         let c = clients(1.0, 2);
-        let at =
-            |addr: &str, ms| c.try_take_at(addr.parse().unwrap(), || Duration::from_millis(ms));
-        at("203.0.113.1", 0).unwrap();
-        at("203.0.113.1", 0).unwrap();
-        let refused = at("203.0.113.1", 0).unwrap_err();
+        let charge = |addr: &str| c.charge_at(addr.parse().unwrap(), Duration::ZERO);
+        let check = |addr: &str, ms| c.check_at(addr.parse().unwrap(), Duration::from_millis(ms));
+        // A check takes nothing.
+        for _ in 0..10 {
+            check("203.0.113.1", 0).unwrap();
+        }
+        charge("203.0.113.1");
+        check("203.0.113.1", 0).unwrap();
+        charge("203.0.113.1");
+        let refused = check("203.0.113.1", 0).unwrap_err();
         assert_eq!(refused.scope, LimitScope::Client);
         assert_eq!(refused.retry_after, Duration::from_secs(1));
         // The same address written as IPv4-mapped IPv6 is the same client.
-        at("::ffff:203.0.113.1", 0).unwrap_err();
-        at("203.0.113.2", 0).unwrap();
-        at("2001:db8::1", 0).unwrap();
-        at("2001:db8::ffff", 0).unwrap();
-        at("2001:db8::2", 0).unwrap_err();
-        at("2001:db8:0:1::1", 0).unwrap();
-        at("203.0.113.1", 1000).unwrap();
+        check("::ffff:203.0.113.1", 0).unwrap_err();
+        check("203.0.113.2", 0).unwrap();
+        charge("2001:db8::1");
+        charge("2001:db8::ffff");
+        check("2001:db8::2", 0).unwrap_err();
+        check("2001:db8:0:1::1", 0).unwrap();
+        check("203.0.113.1", 1000).unwrap();
     }
 
     #[test]
-    fn a_token_given_back_never_raises_the_burst() {
+    fn requests_that_passed_the_check_together_each_pay() {
         let c = clients(1.0, 2);
         let addr: IpAddr = "203.0.113.1".parse().unwrap();
-        let at = |ms| c.try_take_at(addr, || Duration::from_millis(ms));
-        // Verified requests, each giving its token back: never refused.
-        for ms in 0..100 {
-            at(ms).unwrap();
-            c.give_back_at(addr, Duration::from_millis(ms));
+        // Ten failures that were checked at once: the address waits for all of them.
+        for _ in 0..10 {
+            c.charge_at(addr, Duration::ZERO);
         }
-        assert!(c.lock().is_empty());
-        // Given back more often than taken (a token evicted meanwhile): still just the burst.
-        c.give_back_at(addr, Duration::ZERO);
-        at(100).unwrap();
-        c.give_back_at(addr, Duration::from_millis(100));
-        c.give_back_at(addr, Duration::from_millis(100));
-        at(100).unwrap();
-        at(100).unwrap();
-        at(100).unwrap_err();
+        let refused = c.check_at(addr, Duration::ZERO).unwrap_err();
+        assert_eq!(refused.retry_after, Duration::from_secs(9));
+        c.check_at(addr, Duration::from_millis(8999)).unwrap_err();
+        c.check_at(addr, Duration::from_secs(9)).unwrap();
     }
 
     #[test]
@@ -458,19 +441,14 @@ mod tests {
         let c = clients(1.0, 1);
         let flooder: IpAddr = "198.51.100.7".parse().unwrap();
         // Its schedule runs an hour ahead: the last bucket a sweep would drop.
-        c.try_take_at(flooder, || Duration::ZERO).unwrap();
-        c.full_at
-            .lock()
-            .unwrap()
-            .insert(flooder, Duration::from_secs(3600));
+        c.lock().insert(flooder, Duration::from_secs(3600));
         // Addresses that are never full again in this window (1 s refill, 0.2 s of requests):
         // a sweep must evict those nearest to full.
         for i in 0..(3 * MAX_CLIENTS as u32) {
             let addr = IpAddr::from(std::net::Ipv4Addr::from(0x0a00_0000 + i));
-            c.try_take_at(addr, || Duration::from_millis(u64::from(i) / 1000))
-                .unwrap();
+            c.charge_at(addr, Duration::from_millis(u64::from(i) / 1000));
             assert!(c.lock().len() <= MAX_CLIENTS);
         }
-        assert!(c.try_take_at(flooder, || Duration::from_secs(300)).is_err());
+        assert!(c.check_at(flooder, Duration::from_secs(300)).is_err());
     }
 }
