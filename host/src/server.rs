@@ -17,7 +17,7 @@ use crate::http::{
     processing_admin_router, public_router, serve_on,
 };
 use crate::ingest::Store;
-use crate::ingest::{Admission, CommitSettings, Handoff, Ingest, RateLimits};
+use crate::ingest::{Admission, ClientLimits, CommitSettings, Handoff, Ingest, RateLimits};
 use crate::ingest::{KeySource, SecretStore};
 use crate::processing::{self, Processing};
 use crate::reload::Reloader;
@@ -171,6 +171,7 @@ impl Server {
             max_header_bytes: config.server.max_header_bytes,
             body_budget: Arc::new(Semaphore::new(config.server.max_buffered_bytes as usize)),
             body_timeout: config.server.body_timeout(),
+            client_limits: Arc::new(ClientLimits::new(config.server.client_rate_limit())),
         };
         let limits = ConnLimits::new(&config.server);
 

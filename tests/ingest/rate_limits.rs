@@ -1,8 +1,10 @@
-//! Rate limits: endpoint and provider token buckets, 429 `rate_limited` with `Retry-After`,
-//! decided from the head alone (no body read, no adapter call), counted in the metrics, and
-//! refused at start when out of range. Slow refills (a token every 10 s) keep the tests from
-//! depending on timing: a handful of requests all fall within the window; where a token must
-//! come back the refill is 1 s, and after sleeping `Retry-After` it is back for certain.
+//! Rate limits: a bucket per client address taken before the body is read (no body read, no
+//! adapter call) and spent by what does not verify, endpoint and provider token
+//! buckets spent only by verified requests, 429
+//! `rate_limited` with `Retry-After`, counted in the metrics, and refused at start when out of
+//! range. Slow refills (a token every 10 s) keep the tests from depending on timing: a handful
+//! of requests all fall within the window; where a token must come back the refill is 1 s, and
+//! after sleeping `Retry-After` it is back for certain.
 
 use std::time::{Duration, Instant};
 
@@ -10,6 +12,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use wharf::config::Config;
 
+use crate::support::signing::signed_stripe_event;
 use crate::support::{app::*, http::*};
 
 async fn post_github(app: &TestApp, delivery: &str) -> Answer {
@@ -81,22 +84,44 @@ async fn past_the_burst_429_rate_limited_with_retry_after_then_a_token_comes_bac
     .await;
 }
 
+/// One token every 10 s per client address, `burst` at once.
+fn client_limit(burst: u32) -> String {
+    format!("client_rate_per_second = 0.1\nclient_rate_burst = {burst}")
+}
+
+/// A Stripe request with a signature that does not verify: what anybody can send.
+async fn post_unsigned(app: &TestApp, endpoint: &str, extra: &[(&str, &str)]) -> Answer {
+    let mut headers = vec![
+        ("stripe-signature", "t=1,v1=00"),
+        ("content-type", "application/json"),
+    ];
+    headers.extend_from_slice(extra);
+    app.post(endpoint, &headers, "{}").await
+}
+
+/// A freshly signed Stripe event sent as if through a proxy from `client`.
+async fn post_stripe_from(app: &TestApp, endpoint: &str, id: &str, client: &str) -> Answer {
+    let (mut headers, body) = signed_stripe_event(id);
+    headers.push(("x-forwarded-for".into(), client.into()));
+    app.post(endpoint, &refs(&headers), body).await
+}
+
 #[tokio::test]
-async fn a_limited_request_is_answered_from_its_head_without_reading_the_body() {
+async fn a_client_past_its_limit_is_answered_from_the_head_without_reading_the_body() {
     let app = TestApp::builder()
-        .endpoint("github-limited", "github", "github", LIMIT_0_1_BURST_1)
+        .server_toml(&client_limit(1))
         .start()
         .await;
-    // The one token goes to a request the adapter refuses (401): it was taken all the same.
+    // The address's one token goes to a request the adapter refuses (401), and is kept.
     let answer = app
-        .post("github-limited", &[("x-github-event", "push")], "{}")
+        .post("github", &[("x-github-event", "push")], "{}")
         .await;
     assert_eq!(answer.code(), "invalid_signature", "{answer:?}");
 
     // 512 KiB declared, within the 1 MiB limit and the body budget, and never sent: unless the
     // answer comes from the head alone, it would wait 30 s for the body deadline.
     let mut stream = TcpStream::connect(app.addr).await.unwrap();
-    let head = "POST /webhooks/github-limited HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 524288\r\nx-hub-signature-256: sha256=00\r\nx-github-delivery: d\r\nx-github-event: push\r\n\r\n";
+    let head = "POST /webhooks/github HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 524288\r\nx-hub-signature-256: sha256=00\r\nx-github-delivery: d\r\nx-github-event: push\r\n\r\n";
     let sent = Instant::now();
     stream.write_all(head.as_bytes()).await.unwrap();
     let (answer, closed) = read_until_closed(&mut stream, Duration::from_secs(10)).await;
@@ -114,23 +139,20 @@ async fn a_limited_request_is_answered_from_its_head_without_reading_the_body() 
     );
     app.assert_metrics(&[
         r#"wharf_http_body_bytes_reserved 0"#,
-        r#"wharf_requests_total{endpoint="github-limited",outcome="rate_limited"} 1"#,
+        r#"wharf_requests_total{endpoint="github",outcome="rate_limited"} 1"#,
+        r#"wharf_rate_limited_total{endpoint="github",scope="client"} 1"#,
     ])
     .await;
 }
 
 #[tokio::test]
-async fn a_limited_request_never_calls_the_adapter_post_or_get() {
+async fn a_client_past_its_limit_never_reaches_the_adapter_post_or_get() {
     // `trap` makes every adapter call fail (503 adapter_unavailable): an answer other than
     // that means the adapter was not called.
     let app = TestApp::builder()
         .add_adapter("testing/test-misbehave.wasm")
-        .endpoint(
-            "evil",
-            "test-misbehave",
-            "github",
-            "rate_limit = { per_second = 0.1, burst = 2 }",
-        )
+        .endpoint("evil", "test-misbehave", "github", "")
+        .server_toml(&client_limit(2))
         .start()
         .await;
     let post = || {
@@ -146,9 +168,15 @@ async fn a_limited_request_never_calls_the_adapter_post_or_get() {
     // test-misbehave serves GET handshakes: a GET reaches its adapter, and is limited alike.
     let get = || app.get_with("/webhooks/evil", &[("x-misbehave", "trap")]);
 
+    // The receiver's own 5xx spends nothing; what a stranger is refused (401) spends a token.
     post().await.assert_is(503, "adapter_unavailable", "post");
     get().await.assert_is(503, "adapter_unavailable", "get");
-    // The burst is spent: neither method reaches the adapter now.
+    for _ in 0..2 {
+        app.post("evil", &[("content-type", "application/json")], "{}")
+            .await
+            .assert_is(401, "invalid_signature", "without x-misbehave");
+    }
+    // The address's burst is spent: neither method reaches the adapter now.
     for _ in 0..3 {
         assert_limited(&post().await);
         let answer = get().await;
@@ -158,8 +186,92 @@ async fn a_limited_request_never_calls_the_adapter_post_or_get() {
 
     app.assert_metrics(&[
         r#"wharf_requests_total{endpoint="evil",outcome="adapter_unavailable"} 2"#,
+        r#"wharf_requests_total{endpoint="evil",outcome="invalid_signature"} 2"#,
         r#"wharf_requests_total{endpoint="evil",outcome="rate_limited"} 6"#,
-        r#"wharf_rate_limited_total{endpoint="evil",scope="endpoint"} 6"#,
+        r#"wharf_rate_limited_total{endpoint="evil",scope="client"} 6"#,
+    ])
+    .await;
+}
+
+#[tokio::test]
+async fn unsigned_requests_spend_neither_endpoint_nor_provider_bucket_verified_ones_do() {
+    let app = TestApp::builder()
+        .endpoint(
+            "stripe-a",
+            "stripe",
+            "stripe",
+            "rate_limit = { per_second = 0.1, burst = 3 }",
+        )
+        .endpoint("stripe-b", "stripe", "stripe", "")
+        .append_toml(
+            "[[provider]]\nadapter = \"stripe\"\nrate_limit = { per_second = 0.1, burst = 4 }\n",
+        )
+        .start()
+        .await;
+    // More unsigned requests than either bucket holds: all 401, and nothing spent.
+    for _ in 0..5 {
+        post_unsigned(&app, "stripe-a", &[])
+            .await
+            .assert_is(401, "invalid_signature", "unsigned");
+    }
+    // The endpoint's three requests are all still allowed ...
+    for id in ["evt_a1", "evt_a2", "evt_a3"] {
+        app.post_stripe_to("stripe-a", id).await.assert_accepted(id);
+    }
+    // ... then a verified one past it is read whole, refused before the commit, with when to
+    // come back.
+    let refused = app.post_stripe_to("stripe-a", "evt_a4").await;
+    assert_limited(&refused);
+    assert!(retry_after(&refused) <= 10, "{refused:?}");
+    // The sibling has the provider's fourth token, and no more.
+    app.post_stripe_to("stripe-b", "evt_b1")
+        .await
+        .assert_accepted("evt_b1");
+    assert_limited(&app.post_stripe_to("stripe-b", "evt_b2").await);
+    assert_eq!(app.count("webhook_inbox").await, 4);
+    app.assert_metrics(&[
+        r#"wharf_requests_total{endpoint="stripe-a",outcome="invalid_signature"} 5"#,
+        r#"wharf_requests_total{endpoint="stripe-a",outcome="accepted"} 3"#,
+        r#"wharf_rate_limited_total{endpoint="stripe-a",scope="endpoint"} 1"#,
+        r#"wharf_rate_limited_total{endpoint="stripe-b",scope="provider"} 1"#,
+    ])
+    .await;
+}
+
+#[tokio::test]
+async fn a_flood_from_one_address_is_refused_while_another_address_is_served() {
+    // The test client is the proxy; `X-Forwarded-For` names the client behind it.
+    let app = TestApp::builder()
+        .server_toml("trusted_proxies = [\"127.0.0.1\"]")
+        .server_toml(&client_limit(3))
+        .start()
+        .await;
+    let flooder = [("x-forwarded-for", "203.0.113.66")];
+    let mut answers = Vec::new();
+    for _ in 0..10 {
+        answers.push(post_unsigned(&app, "stripe", &flooder).await);
+    }
+    for answer in &answers[..3] {
+        answer.assert_is(401, "invalid_signature", "within the burst");
+    }
+    for answer in &answers[3..] {
+        assert_limited(answer);
+    }
+    // Even a correctly signed request from the flooding address waits for its bucket ...
+    assert_limited(&post_stripe_from(&app, "stripe", "evt_same", "203.0.113.66").await);
+    // ... while another address is served: a request that verifies spends none of its
+    // address's tokens, so more signed requests than the burst all pass.
+    for i in 0..6 {
+        let id = format!("evt_other_{i}");
+        post_stripe_from(&app, "stripe", &id, "198.51.100.7")
+            .await
+            .assert_accepted(&id);
+    }
+    assert_eq!(app.count("webhook_inbox").await, 6);
+    app.assert_metrics(&[
+        r#"wharf_rate_limited_total{endpoint="stripe",scope="client"} 8"#,
+        r#"wharf_requests_total{endpoint="stripe",outcome="invalid_signature"} 3"#,
+        r#"wharf_requests_total{endpoint="stripe",outcome="accepted"} 6"#,
     ])
     .await;
 }

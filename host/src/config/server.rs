@@ -9,6 +9,7 @@ use serde::Deserialize;
 
 use super::database::MAX_COMMIT_TIMEOUT_MS;
 use super::problems::{KeyPath, Problems, in_range};
+use super::providers::{MAX_RATE_LIMIT, MIN_RATE_PER_SECOND, RateLimit};
 
 pub const DEFAULT_MAX_BODY_BYTES: u64 = 1 << 20;
 /// The largest body limit anywhere (server, endpoint): bodies are buffered whole.
@@ -60,6 +61,16 @@ section! {
         /// Requests admitted at once whatever the measured rate, so a burst after a quiet spell
         /// is taken (the rate measured then was low).
         pub min_in_flight: usize = 512; 1..=8192,
+        /// Requests per second each client address may send that fail verification: a token
+        /// bucket per address (`trusted_proxies` decides which address; IPv6 by its /64). Every
+        /// request takes a token before its body is read, so one address's flood is 429 before
+        /// it costs a read or an adapter call; one whose signature verifies gives it back, so
+        /// a provider's own traffic is limited only by the endpoint and provider limits. A
+        /// proxy in front must be in `trusted_proxies`, or every client shares its one bucket.
+        pub client_rate_per_second: f64 = 20.0; MIN_RATE_PER_SECOND..=f64::from(MAX_RATE_LIMIT),
+        /// Requests one client address may have taken at once before `client_rate_per_second`
+        /// applies.
+        pub client_rate_burst: u32 = 40; 1..=MAX_RATE_LIMIT,
     }
 }
 
@@ -95,6 +106,13 @@ impl ServerConfig {
                     })
             })
             .collect()
+    }
+    /// The bucket each client address draws on.
+    pub fn client_rate_limit(&self) -> RateLimit {
+        RateLimit {
+            per_second: self.client_rate_per_second,
+            burst: self.client_rate_burst,
+        }
     }
     pub fn answer_budget(&self) -> Duration {
         Duration::from_millis(self.answer_budget_ms)
@@ -155,6 +173,26 @@ mod tests {
         assert_eq!(config.server.body_timeout_ms, 30_000);
         assert_eq!(config.server.max_connections, 1024);
         assert_eq!(config.server.max_buffered_bytes, 64 << 20);
+        assert_eq!(
+            config.server.client_rate_limit(),
+            RateLimit {
+                per_second: 20.0,
+                burst: 40
+            }
+        );
+        for (knob, message) in [
+            (
+                "client_rate_per_second = 0\n",
+                "client_rate_per_second = 0 is out of range",
+            ),
+            (
+                "client_rate_burst = 0\n",
+                "client_rate_burst = 0 is out of range",
+            ),
+        ] {
+            let error = config_with("server", knob).unwrap_err().to_string();
+            assert!(error.contains(message), "{knob}: {error}");
+        }
     }
 
     #[test]

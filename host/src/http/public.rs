@@ -1,7 +1,8 @@
-//! The public webhook route. Rate limits and bounds what a request may cost before its body is
-//! read, reads the exact raw bytes under the body limit, answers every `IngestError` in one
+//! The public webhook route. Rate limits each client address and bounds what a request may
+//! cost before its body is read, reads the exact raw bytes under the body limit, answers every `IngestError` in one
 //! place, and writes one log line per request (never a secret, signature value or body).
 
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -18,7 +19,9 @@ use serde_json::json;
 use tokio::sync::Semaphore;
 
 use super::client::ClientInfo;
-use crate::ingest::{Ingest, IngestError, Outcome, RequestFacts, inbox_ids};
+use crate::ingest::{
+    ClientLimits, Ingest, IngestError, LimitScope, Outcome, RequestFacts, inbox_ids,
+};
 use crate::support::metrics::Metrics;
 use crate::support::traces::{KeyValue, SpanKind, TraceSpan};
 
@@ -34,6 +37,8 @@ pub struct HttpState {
     pub body_budget: Arc<Semaphore>,
     /// Longest time to receive a body once its head is in (`[server] body_timeout_ms`).
     pub body_timeout: Duration,
+    /// A bucket per client address (`[server] client_rate_per_second`, `client_rate_burst`).
+    pub client_limits: Arc<ClientLimits>,
 }
 
 pub fn public_router(state: HttpState) -> Router {
@@ -137,6 +142,7 @@ async fn answer(
         &endpoint_id,
         method,
         query.as_deref(),
+        client.map(|c| c.addr),
         headers,
         body,
         &mut facts,
@@ -147,11 +153,25 @@ async fn answer(
         Ok((outcome, ack)) => outcome_response(outcome, ack.as_ref()),
         Err(e) => error_response(e),
     };
-    // A limited request's body is never read: the connection cannot carry another request.
-    if body_may_follow && matches!(result, Err(IngestError::RateLimited(_))) {
+    // A request its client's bucket refused was never read: the connection cannot carry
+    // another request. (One refused after verification was read whole.)
+    let unread =
+        matches!(result, Err(IngestError::RateLimited(l)) if l.scope == LimitScope::Client);
+    if body_may_follow && unread {
         response
             .headers_mut()
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    // What a stranger can cause spends its address's token: every answer but a verified one,
+    // a 429 (refused, nothing spent) or the receiver's own 5xx (overload, an outage).
+    let verified = facts.secret_version.is_some()
+        && !matches!(
+            result,
+            Err(IngestError::InvalidSignature(_) | IngestError::StaleTimestamp(_))
+        );
+    let refused = matches!(result, Err(IngestError::RateLimited(_)));
+    if let Some(c) = client.filter(|_| !verified && !refused && response.status().as_u16() < 500) {
+        state.client_limits.charge(c.addr);
     }
     let result = result.map(|(outcome, _)| outcome);
     let (outcome, inbox_id) = match &result {
@@ -253,12 +273,21 @@ async fn handle(
     endpoint_id: &str,
     method: http::Method,
     query: Option<&str>,
+    client: Option<IpAddr>,
     headers: HeaderMap,
     body: Body,
     facts: &mut RequestFacts,
     trace_context: Option<String>,
 ) -> Result<(Outcome, Option<Answer>), IngestError> {
+    // The client's address must have a token before the body is read (spent only by what
+    // fails, in `answer`); the endpoint's and provider's are taken after verification.
     let admitted = state.ingest.admit(endpoint_id)?;
+    if let Some(addr) = client {
+        state
+            .client_limits
+            .check(addr, endpoint_id, state.ingest.metrics())
+            .map_err(IngestError::RateLimited)?;
+    }
     let header_bytes: usize = headers
         .iter()
         .map(|(k, v)| k.as_str().len() + v.len())

@@ -4,7 +4,8 @@
 //!   that the fixture runner shares
 //! - `verify`: what "verified" means; MACs, public-key signatures, tokens; freshness
 //! - `secrets`: the secrets file, hot-reloaded, failing closed
-//! - `rate_limit`: endpoint and provider token buckets, taken before the body is read
+//! - `rate_limit`: a token bucket per client address, taken before the body is read and given
+//!   back when the signature verifies; endpoint and provider buckets, taken by verified requests
 //! - `admission`: past capacity, refuse at once what could not be answered in the budget
 //! - `store`: Postgres: migrations and `accept`, the one way events are stored
 //! - `commit`: group commit behind `accept`: requests that arrive together share a transaction
@@ -32,7 +33,7 @@ pub use handoff::{Claim, Handoff};
 pub use pipeline::{
     Admitted, Ingest, Outcome, RequestFacts, Verified, inbox_ids, verify_and_parse,
 };
-pub use rate_limit::{LimitScope, Limited, RateLimits};
+pub use rate_limit::{ClientLimits, LimitScope, Limited, RateLimits};
 pub use redacted::{DbError, Redacted};
 pub use rows::{Acceptance, NewEvent, StoreError, StoredVersion, Submission, redact_db};
 pub use secrets::{

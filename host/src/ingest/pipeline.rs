@@ -197,7 +197,7 @@ impl Ingest {
     }
 
     /// Whether a GET to this endpoint reaches its adapter (Meta's `hub.challenge`); takes no
-    /// token, so the GET that follows is limited once, in `admit`.
+    /// token, so the GET that follows is limited once, like a POST.
     pub fn serves_get(&self, endpoint_id: &str) -> bool {
         self.endpoints.get(endpoint_id).is_some_and(|e| {
             self.adapters
@@ -207,19 +207,14 @@ impl Ingest {
         })
     }
 
-    /// Steps before the body is read: the endpoint, its rate limits, its adapter, and the body
-    /// limit. A limited request costs a lookup and a token check: nothing is read or reserved
-    /// and no adapter runs.
+    /// Steps before the body is read: the endpoint, its adapter, and the body limit. Takes no
+    /// token: the client's bucket is the edge's, and only a verified request spends the
+    /// endpoint's and provider's (`process`).
     pub fn admit(&self, endpoint_id: &str) -> Result<Admitted, IngestError> {
         let endpoint = self
             .endpoints
             .get(endpoint_id)
             .ok_or(IngestError::UnknownEndpoint)?;
-        if let Err(limited) = self.rate_limits.try_take(endpoint_id, &endpoint.adapter) {
-            self.metrics
-                .rate_limited(endpoint_id, limited.scope.as_str());
-            return Err(IngestError::RateLimited(limited));
-        }
         let adapter = self
             .adapters
             .load()
@@ -300,7 +295,12 @@ impl Ingest {
             .await
             .map_err(IngestError::from)?;
         *facts = job_facts;
-        match verified? {
+        let verified = verified?;
+        // Verified: only now may it spend the endpoint's and provider's buckets, before a commit.
+        self.rate_limits
+            .charge_verified(&admitted.endpoint, &self.metrics)
+            .map_err(IngestError::RateLimited)?;
+        match verified {
             Verified::Done(outcome) => Ok(outcome),
             // 8. One transaction; the answer waits for the commit.
             Verified::Accept(mut submission) => {

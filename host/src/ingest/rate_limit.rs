@@ -1,8 +1,14 @@
-//! Rate limits (step 1): a token bucket per endpoint (`rate_limit` in `[[endpoint]]`) and one
-//! per provider, shared by every endpoint of that adapter (`[[provider]]`). A request takes one
-//! token from each bucket that applies, or none: a request refused by one bucket leaves the
-//! other's token in place. Buckets live in this process; several receivers each allow the
-//! whole limit.
+//! Rate limits, in two places. At the edge, a bucket per client address (`ClientLimits`,
+//! `[server] client_rate_per_second`/`client_rate_burst`, the address as `ClientInfo` reports
+//! it after `trusted_proxies`): checked before the body is read, and spent by every request
+//! that does not verify, so it counts what strangers send, a flood from one address is 429
+//! before it costs a body read or a guest call, and a provider's own traffic never spends it. After
+//! verification, and only for a verified request, a token bucket per endpoint (`rate_limit` in
+//! `[[endpoint]]`) and one per provider, shared by every endpoint of that adapter
+//! (`[[provider]]`): what a stranger sends never spends the provider's allowance. A verified
+//! request takes one token from each of those that applies, or none: a request refused by one
+//! bucket leaves the other's token in place. Buckets live in this process; several receivers
+//! each allow the whole limit.
 //!
 //! Each bucket is GCRA (the generic cell rate algorithm, as in `governor`): one instant per
 //! bucket, the time at which it will be full again. Written here rather than taken from
@@ -10,14 +16,24 @@
 //! peek, no refund) cannot do.
 
 use std::collections::HashMap;
+use std::net::{IpAddr, Ipv6Addr};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::config::{EndpointConfig, ProviderConfig, RateLimit};
+use crate::support::metrics::Metrics;
+
+/// The most client addresses tracked at once (about 3 MiB). Past it, buckets that are full
+/// again are dropped (a full bucket is the same as none), then, if that frees too little, those
+/// nearest to full: a flood of distinct addresses costs bounded memory, and what it evicts is
+/// only forgiven, never charged.
+const MAX_CLIENTS: usize = 1 << 16;
 
 /// Which bucket refused a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LimitScope {
+    /// The client address's, before the body was read.
+    Client,
     Endpoint,
     Provider,
 }
@@ -26,6 +42,7 @@ impl LimitScope {
     /// The `scope` label of `wharf_rate_limited_total`.
     pub fn as_str(self) -> &'static str {
         match self {
+            LimitScope::Client => "client",
             LimitScope::Endpoint => "endpoint",
             LimitScope::Provider => "provider",
         }
@@ -47,7 +64,7 @@ impl Limited {
     }
 }
 
-/// Every bucket of this process, fixed at start.
+/// The endpoints' and providers' buckets, fixed at start.
 pub struct RateLimits {
     endpoints: HashMap<String, Bucket>,
     providers: HashMap<String, Bucket>,
@@ -55,29 +72,24 @@ pub struct RateLimits {
     started: Instant,
 }
 
-struct Bucket {
+/// A rate: how a schedule advances and how far it may run ahead.
+#[derive(Clone, Copy)]
+struct Rate {
     /// The time one token takes to come back: 1 s / `per_second`.
     interval: Duration,
     /// How far the schedule may run ahead of now with a token still left: `burst - 1`
     /// intervals.
     tolerance: Duration,
-    /// When the bucket will be full again, since `RateLimits::started` (at or before now: full).
-    full_at: Mutex<Duration>,
 }
 
-impl Bucket {
+impl Rate {
     fn new(limit: RateLimit) -> Self {
         // `per_second` is validated at start (at least 0.001), so the interval is bounded.
         let interval = Duration::from_secs_f64(1.0 / limit.per_second);
         Self {
             interval,
             tolerance: interval * limit.burst.saturating_sub(1),
-            full_at: Mutex::new(Duration::ZERO),
         }
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Duration> {
-        self.full_at.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// How long until a token is left, given when the bucket will be full; zero: one is now.
@@ -88,6 +100,114 @@ impl Bucket {
     /// The bucket's schedule after one token is taken at `now`.
     fn take(&self, full_at: Duration, now: Duration) -> Duration {
         full_at.max(now) + self.interval
+    }
+}
+
+struct Bucket {
+    rate: Rate,
+    /// When the bucket will be full again, since `RateLimits::started` (at or before now: full).
+    full_at: Mutex<Duration>,
+}
+
+impl Bucket {
+    fn new(limit: RateLimit) -> Self {
+        Self {
+            rate: Rate::new(limit),
+            full_at: Mutex::new(Duration::ZERO),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Duration> {
+        self.full_at.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// One bucket per client address, all at one rate; an address without an entry is full.
+pub struct ClientLimits {
+    rate: Rate,
+    full_at: Mutex<HashMap<IpAddr, Duration>>,
+    /// The origin of every bucket's schedule.
+    started: Instant,
+}
+
+impl ClientLimits {
+    /// Every client address limited to `limit` (`[server] client_rate_per_second`, `..._burst`).
+    pub fn new(limit: RateLimit) -> Self {
+        Self {
+            rate: Rate::new(limit),
+            full_at: Mutex::default(),
+            started: Instant::now(),
+        }
+    }
+
+    /// The bucket an address draws on: an IPv6 client by its /64 (one host commonly holds a
+    /// whole /64, and would otherwise have a bucket per address), an IPv4 one by itself.
+    fn key(addr: IpAddr) -> IpAddr {
+        match addr.to_canonical() {
+            IpAddr::V6(v6) => IpAddr::V6(Ipv6Addr::from(u128::from(v6) & !(u128::MAX >> 64))),
+            v4 => v4,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<IpAddr, Duration>> {
+        self.full_at.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether the address's bucket has a token, before the body is read; takes none. A
+    /// refusal is counted under `endpoint_id`.
+    pub fn check(&self, addr: IpAddr, endpoint_id: &str, metrics: &Metrics) -> Result<(), Limited> {
+        self.check_at(addr, self.started.elapsed())
+            .map_err(|limited| refused(limited, endpoint_id, metrics))
+    }
+
+    /// Takes a token for a request that did not verify, even past empty: requests that passed
+    /// `check` together each pay, and the address waits until they are paid for.
+    pub fn charge(&self, addr: IpAddr) {
+        self.charge_at(addr, self.started.elapsed());
+    }
+
+    fn check_at(&self, addr: IpAddr, now: Duration) -> Result<(), Limited> {
+        let full_at = self.lock().get(&Self::key(addr)).copied();
+        let wait = self.rate.wait(full_at.unwrap_or(Duration::ZERO), now);
+        if wait.is_zero() {
+            return Ok(());
+        }
+        Err(Limited {
+            scope: LimitScope::Client,
+            retry_after: wait,
+        })
+    }
+
+    fn charge_at(&self, addr: IpAddr, now: Duration) {
+        let key = Self::key(addr);
+        let mut map = self.lock();
+        if map.len() >= MAX_CLIENTS && !map.contains_key(&key) {
+            shrink(&mut map, now);
+        }
+        let full_at = map.entry(key).or_insert(Duration::ZERO);
+        *full_at = self.rate.take(*full_at, now);
+    }
+}
+
+/// A refusal, counted in `wharf_rate_limited_total` by the bucket that refused.
+fn refused(limited: Limited, endpoint_id: &str, metrics: &Metrics) -> Limited {
+    metrics.rate_limited(endpoint_id, limited.scope.as_str());
+    limited
+}
+
+/// Makes room for new addresses: drops every bucket that is full again, then, while more than
+/// seven eighths of `MAX_CLIENTS` remain, those nearest to full (an address flooding runs
+/// furthest ahead, so it is the last dropped). Each call frees at least an eighth, so its cost
+/// is spread over as many new addresses.
+fn shrink(map: &mut HashMap<IpAddr, Duration>, now: Duration) {
+    map.retain(|_, full_at| *full_at > now);
+    let keep = MAX_CLIENTS - MAX_CLIENTS / 8;
+    if map.len() > keep {
+        let mut schedules: Vec<Duration> = map.values().copied().collect();
+        let cut = schedules.len() - keep;
+        let (_, threshold, _) = schedules.select_nth_unstable(cut);
+        let threshold = *threshold;
+        map.retain(|_, full_at| *full_at > threshold);
     }
 }
 
@@ -106,7 +226,18 @@ impl RateLimits {
         }
     }
 
-    /// Takes a token from the endpoint's bucket and from its adapter's, or from neither.
+    /// `try_take` for a request that has just been verified, its refusal counted.
+    pub fn charge_verified(
+        &self,
+        endpoint: &EndpointConfig,
+        metrics: &Metrics,
+    ) -> Result<(), Limited> {
+        self.try_take(&endpoint.id, &endpoint.adapter)
+            .map_err(|limited| refused(limited, &endpoint.id, metrics))
+    }
+
+    /// Takes a token from the endpoint's bucket and from its adapter's, or from neither: for
+    /// a verified request only.
     pub fn try_take(&self, endpoint_id: &str, adapter: &str) -> Result<(), Limited> {
         self.try_take_with(endpoint_id, adapter, || self.started.elapsed())
     }
@@ -133,7 +264,7 @@ impl RateLimits {
         let now = now();
         let mut refused: Option<Limited> = None;
         for (scope, bucket, full_at) in &held {
-            let wait = bucket.wait(**full_at, now);
+            let wait = bucket.rate.wait(**full_at, now);
             if !wait.is_zero() {
                 let first = refused.map_or(*scope, |r| r.scope);
                 let longest = refused.map_or(wait, |r| r.retry_after.max(wait));
@@ -147,7 +278,7 @@ impl RateLimits {
             return Err(limited);
         }
         for (_, bucket, full_at) in &mut held {
-            **full_at = bucket.take(**full_at, now);
+            **full_at = bucket.rate.take(**full_at, now);
         }
         Ok(())
     }
@@ -209,7 +340,7 @@ mod tests {
         let bucket = &l.endpoints["e"];
         let mut full_at = bucket.lock();
         for _ in 0..3 {
-            *full_at = bucket.take(*full_at, Duration::ZERO);
+            *full_at = bucket.rate.take(*full_at, Duration::ZERO);
         }
         drop(full_at);
         assert_eq!(at(&l, 500).unwrap_err().retry_after_secs(), 3);
@@ -260,5 +391,64 @@ mod tests {
         for _ in 0..1000 {
             at(&l, 0).unwrap();
         }
+    }
+
+    fn clients(per_second: f64, burst: u32) -> ClientLimits {
+        ClientLimits::new(RateLimit { per_second, burst })
+    }
+
+    #[test]
+    fn each_client_address_has_its_own_bucket_ipv6_by_its_64() {
+        let c = clients(1.0, 2);
+        let charge = |addr: &str| c.charge_at(addr.parse().unwrap(), Duration::ZERO);
+        let check = |addr: &str, ms| c.check_at(addr.parse().unwrap(), Duration::from_millis(ms));
+        // A check takes nothing.
+        for _ in 0..10 {
+            check("203.0.113.1", 0).unwrap();
+        }
+        charge("203.0.113.1");
+        check("203.0.113.1", 0).unwrap();
+        charge("203.0.113.1");
+        let refused = check("203.0.113.1", 0).unwrap_err();
+        assert_eq!(refused.scope, LimitScope::Client);
+        assert_eq!(refused.retry_after, Duration::from_secs(1));
+        // The same address written as IPv4-mapped IPv6 is the same client.
+        check("::ffff:203.0.113.1", 0).unwrap_err();
+        check("203.0.113.2", 0).unwrap();
+        charge("2001:db8::1");
+        charge("2001:db8::ffff");
+        check("2001:db8::2", 0).unwrap_err();
+        check("2001:db8:0:1::1", 0).unwrap();
+        check("203.0.113.1", 1000).unwrap();
+    }
+
+    #[test]
+    fn requests_that_passed_the_check_together_each_pay() {
+        let c = clients(1.0, 2);
+        let addr: IpAddr = "203.0.113.1".parse().unwrap();
+        // Ten failures that were checked at once: the address waits for all of them.
+        for _ in 0..10 {
+            c.charge_at(addr, Duration::ZERO);
+        }
+        let refused = c.check_at(addr, Duration::ZERO).unwrap_err();
+        assert_eq!(refused.retry_after, Duration::from_secs(9));
+        c.check_at(addr, Duration::from_millis(8999)).unwrap_err();
+        c.check_at(addr, Duration::from_secs(9)).unwrap();
+    }
+
+    #[test]
+    fn a_flood_of_distinct_addresses_keeps_the_map_bounded_and_the_busiest_tracked() {
+        let c = clients(1.0, 1);
+        let flooder: IpAddr = "198.51.100.7".parse().unwrap();
+        // Its schedule runs an hour ahead: the last bucket a sweep would drop.
+        c.lock().insert(flooder, Duration::from_secs(3600));
+        // Addresses that are never full again in this window (1 s refill, 0.2 s of requests):
+        // a sweep must evict those nearest to full.
+        for i in 0..(3 * MAX_CLIENTS as u32) {
+            let addr = IpAddr::from(std::net::Ipv4Addr::from(0x0a00_0000 + i));
+            c.charge_at(addr, Duration::from_millis(u64::from(i) / 1000));
+            assert!(c.lock().len() <= MAX_CLIENTS);
+        }
+        assert!(c.check_at(flooder, Duration::from_secs(300)).is_err());
     }
 }

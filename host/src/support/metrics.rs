@@ -139,7 +139,8 @@ impl Default for Metrics {
         registry.register(
             "wharf_rate_limited",
             "Requests refused with 429 rate_limited, by endpoint and the bucket that was empty \
-             (endpoint, or provider: shared by the adapter's endpoints; endpoint when both were)",
+             (client: the address's, before the body; endpoint, or provider: shared by the \
+             adapter's endpoints; endpoint when both were)",
             rate_limited.clone(),
         );
         registry.register(
