@@ -1,6 +1,7 @@
 //! The public webhook route. Rate limits each client address and bounds what a request may
-//! cost before its body is read, reads the exact raw bytes under the body limit, answers every `IngestError` in one
-//! place, and writes one log line per request (never a secret, signature value or body).
+//! cost before its body is read, reads the exact raw bytes under the body limit, answers every
+//! `IngestError` in one place, and writes one log line per request (never a secret, signature
+//! value or body).
 
 use std::net::IpAddr;
 use std::sync::Arc;
