@@ -3,7 +3,8 @@
 //! was planned, once the tables were analyzed (as autovacuum does), as a hash join over every
 //! row of the day's partition, so each claim cost more the more had been accepted that day.
 //! The first two tests analyze a table of 800 rows, claim one batch, and count the rows read;
-//! the last checks that the relays' lanes, one statement each, take what is theirs.
+//! the last check that the relays' lanes, one statement each, take what is theirs, and that the
+//! lane of targets no route names sends nothing unless the operator opts in.
 
 use wharf::processing::{DeliveryRelay, Lane};
 
@@ -98,25 +99,76 @@ async fn a_delivery_claim_reads_the_due_rows_not_every_pending_delivery_of_its_t
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_unrouted_lane_sends_what_no_configured_route_targets_and_nothing_else() {
-    let routed = Receiver::start(Behaviour::ok()).await;
-    let former = Receiver::start(Behaviour::ok()).await;
-    let app = app_routing_to(&routed.url).await;
+/// Two events accepted and planned to `routed`; one row then pointed at `former`, a target
+/// no configured route names (its route changed, or the row was written by hand).
+async fn one_row_unrouted(app: &TestApp, former: &str) {
     for id in ["evt_lane_routed", "evt_lane_former"] {
         app.post_stripe(id).await.assert_status(200);
     }
     assert_eq!(app.worker().try_execute().await.unwrap(), 2);
-    // One was planned under a route since changed: its target is configured no more.
     sqlx::query(
         "UPDATE deliveries SET target = $1
          WHERE inbox_id = (SELECT inbox_id FROM webhook_inbox
                            WHERE provider_event_id = 'evt_lane_former')",
     )
-    .bind(&former.url)
+    .bind(former)
     .execute(&app.db)
     .await
     .unwrap();
+}
+
+/// Each delivery's status and `last_error`, the former target's first.
+async fn outcomes(app: &TestApp, former: &str) -> Vec<(String, Option<String>)> {
+    sqlx::query_as("SELECT status, last_error FROM deliveries ORDER BY target <> $1")
+        .bind(former)
+        .fetch_all(&app.db)
+        .await
+        .unwrap()
+}
+
+/// Before: the unrouted lane sent the row to `former` (this test asserted that); anyone who
+/// can write `deliveries` could make the relay `POST` events to any URL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_unrouted_lane_sends_nothing_and_fails_the_row_unless_the_operator_opts_in() {
+    let routed = Receiver::start(Behaviour::ok()).await;
+    let former = Receiver::start(Behaviour::ok()).await;
+    let app = app_routing_to(&routed.url).await;
+    one_row_unrouted(&app, &former.url).await;
+    let unrouted = DeliveryRelay::new(app.processing(), Lane::Unrouted);
+    assert_eq!(unrouted.try_execute().await.unwrap(), 1);
+    assert_eq!((former.arrived(), routed.arrived()), (0, 0));
+    assert_eq!(
+        unrouted.try_execute().await.unwrap(),
+        0,
+        "failed at its first attempt, and the routed one is not its"
+    );
+    let lane = Lane::Target {
+        sink: "http".into(),
+        target: routed.url.clone(),
+    };
+    let relay = DeliveryRelay::new(app.processing(), lane);
+    assert_eq!(relay.try_execute().await.unwrap(), 1);
+    assert_eq!((former.arrived(), routed.arrived()), (0, 1));
+    let outcomes = outcomes(&app, &former.url).await;
+    assert_eq!(outcomes[0].0, "FAILED");
+    let error = outcomes[0].1.as_deref().unwrap_or_default();
+    assert!(error.starts_with("target not configured"), "{error}");
+    assert!(!error.contains(&former.url), "{error}");
+    assert_eq!(outcomes[1], ("SENT".into(), None));
+    app.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_deliver_to_unrouted_targets_the_unrouted_lane_sends_what_no_route_targets() {
+    let routed = Receiver::start(Behaviour::ok()).await;
+    let former = Receiver::start(Behaviour::ok()).await;
+    let app = TestApp::builder()
+        .workers(0)
+        .append_toml("deliver_to_unrouted_targets = true\n")
+        .append_toml(&http_route_toml(&routed.url, ""))
+        .start()
+        .await;
+    one_row_unrouted(&app, &former.url).await;
     let unrouted = DeliveryRelay::new(app.processing(), Lane::Unrouted);
     assert_eq!(unrouted.try_execute().await.unwrap(), 1);
     assert_eq!((former.arrived(), routed.arrived()), (1, 0));
@@ -125,22 +177,6 @@ async fn the_unrouted_lane_sends_what_no_configured_route_targets_and_nothing_el
         0,
         "the routed one is not its"
     );
-    let lane = Lane::Target {
-        sink: "http".into(),
-        target: routed.url.clone(),
-    };
-    assert_eq!(
-        DeliveryRelay::new(app.processing(), lane)
-            .try_execute()
-            .await
-            .unwrap(),
-        1
-    );
-    assert_eq!((former.arrived(), routed.arrived()), (1, 1));
-    let statuses: Vec<String> = sqlx::query_scalar("SELECT status FROM deliveries ORDER BY target")
-        .fetch_all(&app.db)
-        .await
-        .unwrap();
-    assert_eq!(statuses, ["SENT", "SENT"]);
+    assert_eq!(outcomes(&app, &former.url).await[0], ("SENT".into(), None));
     app.shutdown().await;
 }

@@ -33,6 +33,10 @@ section! {
         /// Connections for processing, apart from the ingest pool, so a backlog never delays
         /// acknowledgements.
         pub db_connections: u32 = 4; 1..=1000,
+        /// Send deliveries whose target no configured route names (a route since removed or
+        /// changed). Off: anyone who can write the `deliveries` table could otherwise make
+        /// the relay `POST` events to any URL; such a row ends `FAILED` instead.
+        pub deliver_to_unrouted_targets: bool = false,
     }
 }
 

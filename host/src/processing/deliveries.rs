@@ -19,6 +19,10 @@
 //! character, which only older versions accepted) is `FAILED` at once: retrying cannot change
 //! the stored text.
 //!
+//! A row whose target no configured route names (its route was removed or changed, or the
+//! row was written by hand) is `FAILED` at its first attempt, sent nowhere, unless
+//! `[worker] deliver_to_unrouted_targets` is on: the relay sends only where the config says.
+//!
 //! Every update of a claimed row checks its `claim_id`, fresh for each claim, so a relay
 //! whose claim expired, or was requeued by `wharf events replay`, changes nothing.
 
@@ -301,7 +305,7 @@ impl DeliveryRelay {
     }
 
     /// The timeout of the route this delivery came from; a route since removed from the
-    /// config still gets its row sent, with the default timeout.
+    /// config (sent only with `deliver_to_unrouted_targets`) gets the default timeout.
     fn timeout_for(&self, sink: &str, target: &str) -> Duration {
         Duration::from_millis(
             self.route_for(sink, target)
@@ -422,6 +426,16 @@ impl DeliveryRelay {
     }
 
     async fn send(&self, d: &Claimed, trace: Option<&TraceHeaders>) -> Result<(), Failure> {
+        if self.route_for(&d.sink, &d.target).is_none()
+            && !self.processing.config.worker.deliver_to_unrouted_targets
+        {
+            // Permanent: the route coming back makes `wharf events replay` send it.
+            return Err(Failure::Permanent(format!(
+                "target not configured: no route sends to this {} target \
+                 ([worker] deliver_to_unrouted_targets is off)",
+                d.sink
+            )));
+        }
         let body = d.body.as_ref().map_err(|why| match why.is_transient() {
             true => Failure::Transient(why.to_string()),
             false => Failure::Permanent(why.to_string()),
