@@ -131,9 +131,30 @@ async fn the_release_tarball_installs_into_a_prefix_and_serves_signed_requests()
         .unwrap();
     assert_eq!(ready.status(), 200);
 
-    // The shipped demo secret, read from the installed secrets file.
+    // The admin API is off as shipped: the demo token in etc/secrets.toml is public, so the
+    // installed config must not name it; /admin/* is 404 even with that token.
+    let installed = std::fs::read_to_string(&config).unwrap();
+    assert!(
+        !installed
+            .lines()
+            .any(|l| l.trim_start().starts_with("admin_token_secret")),
+        "{installed}"
+    );
     let secrets: toml::Table =
         toml::from_str(&std::fs::read_to_string(prefix.join("etc/secrets.toml")).unwrap()).unwrap();
+    let demo_token = secrets["wharf-admin"][0]["value"].as_str().unwrap();
+    let admin = client
+        .get(format!(
+            "{}/admin/events",
+            server.admin.as_deref().expect("admin")
+        ))
+        .bearer_auth(demo_token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(admin.status(), 404);
+
+    // The shipped demo secret, read from the installed secrets file.
     let secret = secrets["stripe-demo"][0]["value"].as_str().unwrap();
 
     let body = stripe_event("evt_dist_1");

@@ -7,7 +7,7 @@
 //! wharf-<version>-<target>/
 //!   bin/wharf
 //!   adapters/<name>.wasm, adapters/<name>.fixtures/   (adapters/dist/, not testing/)
-//!   etc/wharf.toml           examples/wharf.toml, paths pointed into the prefix
+//!   etc/wharf.toml           examples/wharf.toml, paths pointed into the prefix, admin API off
 //!   etc/secrets.toml         examples/secrets.toml: demo secrets, to replace
 //!   etc/payload-keys.toml    examples/payload-keys.toml: a public dev key, to replace
 //!   etc/wharf.env            WHARF_DATABASE_URL for systemd's EnvironmentFile
@@ -63,12 +63,20 @@ const CONFIG_REWRITES: &[(&str, &str)] = &[
         "# commands run beside it use that one (.wharf-dev/database-url)",
         "# which systemd reads: keeps a password out of this file",
     ),
+    // Off in the tarball: the shipped [[wharf-admin]] token is public, so enabling it as
+    // shipped would serve /admin/* to anyone who has read the repository.
+    (
+        "admin_token_secret = \"wharf-admin\"",
+        "# admin_token_secret = \"wharf-admin\"",
+    ),
 ];
 
 const CONFIG_HEADER: &str = "\
 # Wharf's configuration as installed from the release tarball (README.md: \"What to edit\").
 # The endpoints below are demos with public secrets: replace them with yours, and replace
-# secrets.toml and payload-keys.toml. Check with
+# secrets.toml and payload-keys.toml. The admin API (/admin/*) is off: to serve it, put a
+# token of your own (openssl rand -hex 32) as the [[wharf-admin]] set in secrets.toml in place
+# of the demo one, then uncomment admin_token_secret below. Check with
 #   bin/wharf config check --config etc/wharf.toml
 # Relative paths are relative to this file. WHARF_DATABASE_URL, WHARF_LISTEN and
 # WHARF_ADMIN_LISTEN override [database] url and the listen addresses.
