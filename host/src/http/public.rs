@@ -154,11 +154,13 @@ async fn answer(
         Ok((outcome, ack)) => outcome_response(outcome, ack.as_ref()),
         Err(e) => error_response(e),
     };
+    let limited = match &result {
+        Err(IngestError::RateLimited(l)) => Some(l.scope),
+        _ => None,
+    };
     // A request its client's bucket refused was never read: the connection cannot carry
     // another request. (One refused after verification was read whole.)
-    let unread =
-        matches!(result, Err(IngestError::RateLimited(l)) if l.scope == LimitScope::Client);
-    if body_may_follow && unread {
+    if body_may_follow && limited == Some(LimitScope::Client) {
         response
             .headers_mut()
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
@@ -170,8 +172,8 @@ async fn answer(
             result,
             Err(IngestError::InvalidSignature(_) | IngestError::StaleTimestamp(_))
         );
-    let refused = matches!(result, Err(IngestError::RateLimited(_)));
-    if let Some(c) = client.filter(|_| !verified && !refused && response.status().as_u16() < 500) {
+    let spends = !verified && limited.is_none() && response.status().as_u16() < 500;
+    if let Some(c) = client.filter(|_| spends) {
         state.client_limits.charge(c.addr);
     }
     let result = result.map(|(outcome, _)| outcome);

@@ -429,7 +429,7 @@ impl DeliveryRelay {
         if self.route_for(&d.sink, &d.target).is_none()
             && !self.processing.config.worker.deliver_to_unrouted_targets
         {
-            // Permanent: the route coming back makes `wharf events replay` send it.
+            // Permanent: once the route is back, `wharf deliveries replay` sends it.
             return Err(Failure::Permanent(format!(
                 "target not configured: no route sends to this {} target \
                  ([worker] deliver_to_unrouted_targets is off)",
