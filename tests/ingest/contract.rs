@@ -236,9 +236,9 @@ async fn an_adapter_that_echoes_the_request_puts_none_of_it_in_the_log() {
     )
     .await;
     assert_eq!(answer.code(), "invalid_signature", "{answer:?}");
-    assert!(server.stop().await.success());
-
+    let exit = server.stop().await;
     let text = std::fs::read_to_string(&log).unwrap();
+    assert!(exit.success(), "{exit}; the log:\n{text}");
     assert!(
         !text.contains(card),
         "the card number reached the log:\n{text}"

@@ -11,13 +11,15 @@ use crate::server::{ProcessingHost, Server, ServerOptions};
 pub async fn serve(config: Config) -> anyhow::Result<()> {
     warn_loose_permissions(&config);
     let server = Server::start(config, ServerOptions::default()).await?;
+    // Installed before the readiness line: a SIGTERM sent right after it must stop gracefully,
+    // not kill the process with the default action.
+    cancel_on_signal(server.cancel_token())?;
     println!(
         "{}",
         serde_json::json!({"listening": server.addr.to_string(),
             "admin": server.admin_addr.map(|a| a.to_string())})
     );
     tracing::info!(listen = %server.addr, admin = ?server.admin_addr, "wharf serving");
-    cancel_on_signal(server.cancel_token());
     server.run_until_cancelled().await
 }
 
@@ -30,12 +32,12 @@ pub async fn work(
 ) -> anyhow::Result<()> {
     warn_loose_permissions(&config);
     let host = ProcessingHost::start(config, count, admin).await?;
+    cancel_on_signal(host.cancel_token())?;
     println!(
         "{}",
         serde_json::json!({ "workers": count, "admin": host.admin_addr.map(|a| a.to_string()) })
     );
     tracing::info!(workers = count, "wharf worker processing");
-    cancel_on_signal(host.cancel_token());
     host.run_until_cancelled().await
 }
 
@@ -58,20 +60,19 @@ pub async fn migrate(database_url: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Cancels `token` at the first SIGINT or SIGTERM.
-fn cancel_on_signal(token: CancellationToken) {
+/// Cancels `token` at the first SIGINT or SIGTERM. Both handlers are installed before this
+/// returns.
+fn cancel_on_signal(token: CancellationToken) -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
     tokio::spawn(async move {
-        shutdown_signal().await;
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
         tracing::info!("shutting down");
         token.cancel();
     });
-}
-
-async fn shutdown_signal() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .expect("signal handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
+    Ok(())
 }
