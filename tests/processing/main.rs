@@ -4,6 +4,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod admin_bounds;
 mod alerts;
 mod backlog;
 mod batches;

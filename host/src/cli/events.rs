@@ -1,8 +1,10 @@
 //! `wharf events list|show|replay|purge`: the event queries of `crate::operator`, printed as
 //! columns or JSON, and purges through `crate::retention`. Reading a payload and purging are
-//! audited: a log line names the operating-system account that did it.
+//! audited: a row in `operator_audit` (written before the payload is shown) and a log line
+//! name the operating-system account that did it.
 
 use clap::Subcommand;
+use serde_json::json;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 use uuid::Uuid;
@@ -10,6 +12,7 @@ use uuid::Uuid;
 use super::error::CliError;
 use super::listing;
 use crate::operator::DEFAULT_REPLAY_LIMIT;
+use crate::operator::audit::{self, Actor};
 use crate::operator::events::{self, Filter};
 use crate::retention;
 use crate::support::sealing::PayloadKeys;
@@ -81,13 +84,6 @@ impl EventsCommand {
     }
 }
 
-/// The real user id of this process (the owner of `/proc/self`), for the audit line; -1 when
-/// unknown.
-fn process_uid() -> i64 {
-    use std::os::unix::fs::MetadataExt as _;
-    std::fs::metadata("/proc/self").map_or(-1, |m| i64::from(m.uid()))
-}
-
 pub async fn run(
     pool: &sqlx::PgPool,
     payload_keys: Option<&PayloadKeys>,
@@ -134,15 +130,12 @@ pub async fn run(
                 anyhow::bail!("no event {id}");
             };
             if payload_keys.is_some() {
-                // The audit trail of who read a payload: the operating-system account that
-                // ran this command (Wharf has no users of its own), on stderr with the logs.
-                tracing::warn!(
-                    target: "wharf::audit",
-                    inbox_id = %id,
-                    uid = process_uid(),
-                    user = std::env::var("USER").unwrap_or_default(),
-                    "payload decrypted for an operator"
-                );
+                // Who read a payload: the operating-system account that ran this command
+                // (Wharf has no users of its own). The row first: no trail, no payload.
+                let actor = Actor::this_process();
+                audit::record(pool, "payload shown", &actor, json!({"inbox_id": id})).await?;
+                tracing::warn!(target: "wharf::audit", inbox_id = %id, actor = ?actor,
+                    "payload decrypted for an operator");
             }
             println!("{}", serde_json::to_string_pretty(&event)?);
         }
@@ -183,6 +176,7 @@ pub async fn run(
             include_unfinished,
             batch,
         } => {
+            let before_text = before.clone();
             let before =
                 OffsetDateTime::parse(&before, &Rfc3339).map_err(|cause| CliError::Before {
                     text: before.clone(),
@@ -201,8 +195,11 @@ pub async fn run(
             })
             .await?;
             if !dry_run {
-                tracing::warn!(target: "wharf::audit", uid = process_uid(),
-                    user = std::env::var("USER").unwrap_or_default(),
+                let actor = Actor::this_process();
+                let detail = json!({"events": purged.events, "before": before_text,
+                    "endpoint": what.endpoint});
+                audit::record(pool, "events purged", &actor, detail).await?;
+                tracing::warn!(target: "wharf::audit", actor = ?actor,
                     events = purged.events, "events purged by an operator");
             }
             println!("{}", serde_json::to_string(&purged)?);

@@ -26,6 +26,9 @@ section! {
         /// bearer tokens. Unset: the admin listeners serve only `/healthz`, `/readyz` and
         /// `/metrics`, and every `/admin/*` path is 404.
         pub admin_token_secret: Option<String>,
+        /// Longest any admin API statement runs (lists, counts, replays): past it the request
+        /// is 503 `database_unavailable` and the connection goes back to the API's pool.
+        pub admin_statement_timeout_ms: u64 = 10_000; 100..=600_000,
         pub max_body_bytes: u64 = DEFAULT_MAX_BODY_BYTES; 1..=MAX_BODY_BYTES,
         /// At most this many header lines (431 past it).
         pub max_headers: usize = 64; 1..=1024,

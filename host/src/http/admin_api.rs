@@ -34,9 +34,10 @@ use super::client::ClientInfo;
 use crate::adapter::KeyEncoding;
 use crate::config::Config;
 use crate::ingest::{HostSecretError, HostSecretUse, KeyEncodings, KeySource, host_secret_values};
+use crate::operator::audit::{self, Actor};
 use crate::operator::deliveries::{self, ReplayRequest};
 use crate::operator::events;
-use crate::operator::{DEFAULT_REPLAY_LIMIT, OperatorError, check_limit};
+use crate::operator::{DEFAULT_REPLAY_LIMIT, MAX_COUNTED, OperatorError, check_limit};
 use crate::support::clock::SharedClock;
 
 /// Tokens are compared as raw bytes.
@@ -48,6 +49,8 @@ const ENCODINGS: KeyEncodings = KeyEncodings {
 /// would open replay to anyone who can reach the listener.
 pub const MIN_TOKEN_BYTES: usize = 32;
 const MAX_TOKEN_BYTES: usize = 1024;
+/// Admin bodies are small JSON (a replay's filter and ids).
+const MAX_ADMIN_BODY_BYTES: usize = 1 << 20;
 /// A page when the query names no `limit`.
 const DEFAULT_PAGE: i64 = 100;
 /// What `WWW-Authenticate` names.
@@ -125,6 +128,7 @@ pub struct AdminApi {
     keys: Arc<dyn KeySource>,
     set: Arc<str>,
     clock: SharedClock,
+    body_deadline: Duration,
 }
 
 impl AdminApi {
@@ -143,15 +147,25 @@ impl AdminApi {
             cause,
             secrets_file: config.secrets.file.clone(),
         })?;
+        // Each statement is bounded: a list or replay over a huge table, or a locked row,
+        // must not hold one of the two connections for good.
+        let options = config
+            .database_url()
+            .parse::<sqlx::postgres::PgConnectOptions>()?
+            .options([(
+                "statement_timeout",
+                config.server.admin_statement_timeout_ms.to_string(),
+            )]);
         let pool = sqlx::postgres::PgPoolOptions::new()
             .max_connections(2)
             .acquire_timeout(Duration::from_secs(5))
-            .connect_lazy(config.database_url())?;
+            .connect_lazy_with(options);
         Ok(Some(Self {
             pool,
             keys,
             set: set.as_str().into(),
             clock,
+            body_deadline: config.server.body_timeout(),
         }))
     }
 
@@ -164,6 +178,10 @@ impl AdminApi {
             .route("/admin/events", get(list_events))
             .route("/admin/events/replay", post(replay_events))
             .route("/admin/events/{id}", get(show_event))
+            .route_layer(middleware::from_fn_with_state(
+                self.body_deadline,
+                whole_body,
+            ))
             .with_state(self.clone());
         routes
             .merge(api)
@@ -182,8 +200,10 @@ pub enum ApiError {
     },
     /// The token set cannot be read now (the file, the set): nobody can be let in.
     TokensUnavailable,
-    /// The database failed; the cause is logged.
+    /// The database failed or a statement ran past its timeout; the cause is logged.
     Database,
+    /// The body did not arrive within the body deadline.
+    BodyTimeout,
 }
 
 impl IntoResponse for ApiError {
@@ -209,7 +229,12 @@ impl IntoResponse for ApiError {
             Self::Database => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "database_unavailable",
-                "the database did not answer; see the log".to_owned(),
+                "the database did not answer in time; see the log".to_owned(),
+            ),
+            Self::BodyTimeout => (
+                StatusCode::REQUEST_TIMEOUT,
+                "body_timeout",
+                "the request body did not arrive in time".to_owned(),
             ),
         };
         let mut response =
@@ -232,6 +257,40 @@ impl From<OperatorError> for ApiError {
         }
         tracing::warn!(error = %e, "admin API: database");
         Self::Database
+    }
+}
+
+/// The audit row and log line of a replay through the API, naming the client.
+async fn audited(
+    api: &AdminApi,
+    client: &Option<Extension<ClientInfo>>,
+    action: &str,
+    detail: serde_json::Value,
+) -> Result<(), ApiError> {
+    let actor = Actor::AdminApi {
+        client: client.as_ref().map(|c| c.0.addr),
+    };
+    tracing::info!(target: "wharf::audit", actor = ?actor, %detail, "{action} through the admin API");
+    audit::record(&api.pool, action, &actor, detail).await?;
+    Ok(())
+}
+
+/// Reads an admin request's body whole, within the body deadline and `MAX_ADMIN_BODY_BYTES`,
+/// before its handler runs: a slow or endless body (sent with a valid token) cannot hold the
+/// connection and a handler's pool connection open.
+async fn whole_body(State(deadline): State<Duration>, request: Request, next: Next) -> Response {
+    let (parts, body) = request.into_parts();
+    let read = axum::body::to_bytes(body, MAX_ADMIN_BODY_BYTES);
+    match tokio::time::timeout(deadline, read).await {
+        Ok(Ok(bytes)) => {
+            next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
+                .await
+        }
+        Ok(Err(_)) => ApiError::BadRequest(format!(
+            "the body could not be read whole (at most {MAX_ADMIN_BODY_BYTES} bytes)"
+        ))
+        .into_response(),
+        Err(_) => ApiError::BodyTimeout.into_response(),
     }
 }
 
@@ -318,6 +377,7 @@ async fn list_deliveries(
     let note = page.remainder_note();
     let mut body = serde_json::to_value(&page).expect("serialisable");
     body["truncated"] = json!(page.next_after.is_some());
+    body["total_is_lower_bound"] = json!(page.total > MAX_COUNTED);
     body["note"] = json!(note);
     Ok(Json(body).into_response())
 }
@@ -376,9 +436,8 @@ async fn replay_deliveries(
     };
     let replayed = deliveries::replay(&api.pool, &request).await?;
     if !replayed.dry_run {
-        tracing::info!(target: "wharf::audit", client = ?client.map(|c| c.0.addr),
-            requeued = replayed.requeued.len(), resend = request.resend,
-            "deliveries replayed through the admin API");
+        let detail = json!({"requeued": replayed.requeued.len(), "resend": request.resend});
+        audited(&api, &client, "deliveries replayed", detail).await?;
     }
     let mut body = serde_json::to_value(&replayed).expect("serialisable");
     body["summary"] = json!(replayed.summary(request.limit));
@@ -411,6 +470,7 @@ async fn list_events(
     Ok(Json(json!({
         "events": page.events,
         "total": page.total,
+        "total_is_lower_bound": page.total > MAX_COUNTED,
         "limit": limit,
         "truncated": note.is_some(),
         "note": note,
@@ -467,9 +527,9 @@ async fn replay_events(
     let selected = events::selection(&api.pool, b.ids, filtered.then_some(&filter)).await?;
     let replayed = events::replay_or_count(&api.pool, &selected.ids, b.resend, b.dry_run).await?;
     if !b.dry_run {
-        tracing::info!(target: "wharf::audit", client = ?client.map(|c| c.0.addr),
-            events = replayed.events, deliveries = replayed.deliveries, resend = b.resend,
-            "events replayed through the admin API");
+        let detail = json!({"events": replayed.events, "deliveries": replayed.deliveries,
+            "resend": b.resend});
+        audited(&api, &client, "events replayed", detail).await?;
     }
     Ok(Json(json!({
         "dry_run": b.dry_run,

@@ -13,7 +13,7 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use super::error::OperatorError;
-use super::shared::{check_limit, check_range, one_of, thousands};
+use super::shared::{MAX_COUNTED, check_limit, check_range, matches_text, one_of, thousands};
 
 pub const STATUSES: [&str; 3] = ["PENDING", "SENT", "FAILED"];
 pub const SINKS: [&str; 2] = ["http", "nats"];
@@ -116,7 +116,8 @@ const SUMMARY_COLUMNS: &str = "SELECT d.delivery_id, d.inbox_id, i.endpoint_id, 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Page {
     pub deliveries: Vec<Summary>,
-    /// Every delivery the filter matches past the cursor (this page included).
+    /// Every delivery the filter matches past the cursor (this page included), counted up to
+    /// `MAX_COUNTED + 1`.
     pub total: i64,
     pub limit: i64,
     /// The cursor of the next page (`after`), when there is one.
@@ -130,7 +131,7 @@ impl Page {
         Some(format!(
             "showing {} of {} matching (--limit {}); next page: --after {next}",
             thousands(self.deliveries.len() as i64),
-            thousands(self.total),
+            matches_text(self.total),
             self.limit
         ))
     }
@@ -160,11 +161,7 @@ pub async fn list(
     q.push(" ORDER BY d.created_at, d.delivery_id LIMIT ")
         .push_bind(limit);
     let deliveries: Vec<Summary> = q.build_query_as().fetch_all(pool).await?;
-    let mut count = QueryBuilder::new(
-        "SELECT count(*) FROM deliveries d JOIN webhook_inbox i ON i.inbox_id = d.inbox_id",
-    );
-    filter.push_where(&mut count, after);
-    let total: i64 = count.build_query_scalar().fetch_one(pool).await?;
+    let total = count(pool, filter, after).await?;
     let next_after = (total > deliveries.len() as i64)
         .then(|| deliveries.last().map(|d| d.delivery_id))
         .flatten();
@@ -174,6 +171,21 @@ pub async fn list(
         limit,
         next_after,
     })
+}
+
+/// How many deliveries `filter` matches after `after`, up to `MAX_COUNTED + 1`.
+async fn count<'c>(
+    db: impl sqlx::PgExecutor<'c>,
+    filter: &Filter,
+    after: Option<Uuid>,
+) -> Result<i64, OperatorError> {
+    let mut q = QueryBuilder::new(
+        "SELECT count(*) FROM (SELECT 1 FROM deliveries d \
+         JOIN webhook_inbox i ON i.inbox_id = d.inbox_id",
+    );
+    filter.push_where(&mut q, after);
+    q.push(" LIMIT ").push_bind(MAX_COUNTED + 1).push(") matching");
+    Ok(q.build_query_scalar().fetch_one(db).await?)
 }
 
 /// One delivery in full, with a summary of its event (never the payload), as JSON.
@@ -242,7 +254,7 @@ impl Replayed {
         if self.matched > self.selected as i64 {
             line.push_str(&format!(
                 " ({} matched the filter; --limit {limit} took the oldest; run again for the rest)",
-                thousands(self.matched)
+                matches_text(self.matched)
             ));
         }
         for (n, why) in [
@@ -285,11 +297,7 @@ pub async fn replay(pool: &PgPool, request: &ReplayRequest) -> Result<Replayed, 
         q.push(" ORDER BY d.created_at, d.delivery_id LIMIT ")
             .push_bind(request.limit);
         ids.extend(q.build_query_scalar::<Uuid>().fetch_all(&mut *tx).await?);
-        let mut count = QueryBuilder::new(
-            "SELECT count(*) FROM deliveries d JOIN webhook_inbox i ON i.inbox_id = d.inbox_id",
-        );
-        request.filter.push_where(&mut count, None);
-        matched = count.build_query_scalar().fetch_one(&mut *tx).await?;
+        matched = count(&mut *tx, &request.filter, None).await?;
     }
     ids.sort_unstable();
     ids.dedup();

@@ -8,7 +8,7 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use super::error::OperatorError;
-use super::shared::{one_of, thousands};
+use super::shared::{MAX_COUNTED, matches_text, one_of, thousands};
 use crate::processing::{StoredPayload, event_bytes};
 use crate::support::sealing::PayloadKeys;
 
@@ -60,7 +60,7 @@ impl Page {
             format!(
                 "showing the newest {} of {} matching ({limit_name} {limit})",
                 thousands(self.events.len() as i64),
-                thousands(self.total)
+                matches_text(self.total)
             )
         })
     }
@@ -73,14 +73,17 @@ pub async fn list(pool: &PgPool, filter: &Filter) -> Result<Page, OperatorError>
     Ok(Page { events, total })
 }
 
-/// How many events a filter matches (a list says when its limit left some out).
+/// How many events a filter matches, up to `MAX_COUNTED + 1` (a list says when its limit left
+/// some out).
 async fn count(pool: &PgPool, filter: &Filter) -> Result<i64, OperatorError> {
     Ok(sqlx::query_scalar(
-        "SELECT count(*) FROM webhook_inbox
-         WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR endpoint_id = $2)",
+        "SELECT count(*) FROM (SELECT 1 FROM webhook_inbox
+         WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR endpoint_id = $2)
+         LIMIT $3) matching",
     )
     .bind(&filter.status)
     .bind(&filter.endpoint)
+    .bind(MAX_COUNTED + 1)
     .fetch_one(pool)
     .await?)
 }

@@ -1,12 +1,14 @@
 //! Operator queries: what `wharf events|deliveries|payloads` and the admin API ask of the
 //! database, each asked the same way from both, with one error type.
 //!
+//! - `audit`: the audit trail, a database row per payload read, purge and API replay
 //! - `events`: list, show and replay accepted events
 //! - `deliveries`: list, show and replay deliveries to route targets, a page at a time
 //! - `payloads`: re-encrypt stored payloads under the current key
 //! - `shared`: what the queries share: limits, status lists, time ranges, counts for people
 //! - `error`: `OperatorError`, a request that is wrong or a database that failed
 
+pub mod audit;
 pub mod deliveries;
 mod error;
 pub mod events;
@@ -14,4 +16,4 @@ pub mod payloads;
 mod shared;
 
 pub use error::OperatorError;
-pub use shared::{DEFAULT_REPLAY_LIMIT, MAX_LIMIT, check_limit, thousands};
+pub use shared::{DEFAULT_REPLAY_LIMIT, MAX_COUNTED, MAX_LIMIT, check_limit, matches_text, thousands};

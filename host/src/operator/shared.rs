@@ -11,6 +11,20 @@ pub const MAX_LIMIT: i64 = 10_000;
 /// The most a replay by filter selects when the request names no limit.
 pub const DEFAULT_REPLAY_LIMIT: i64 = 1000;
 
+/// Counts of matches stop here: a list's "of N matching" must not scan every partition of a
+/// large table (each query is also under the admin pool's statement timeout). A count of
+/// `MAX_COUNTED + 1` means "more than `MAX_COUNTED`".
+pub const MAX_COUNTED: i64 = 100_000;
+
+/// `n` matches, as people read it: `12,345`, or `more than 100,000` at the cap.
+pub fn matches_text(n: i64) -> String {
+    if n > MAX_COUNTED {
+        format!("more than {}", thousands(MAX_COUNTED))
+    } else {
+        thousands(n)
+    }
+}
+
 pub fn check_limit(limit: i64) -> Result<i64, OperatorError> {
     if (1..=MAX_LIMIT).contains(&limit) {
         Ok(limit)
@@ -67,6 +81,8 @@ mod tests {
         assert_eq!(thousands(1000), "1,000");
         assert_eq!(thousands(2345678), "2,345,678");
         assert_eq!(thousands(-12345), "-12,345");
+        assert_eq!(matches_text(MAX_COUNTED), "100,000");
+        assert_eq!(matches_text(MAX_COUNTED + 1), "more than 100,000");
     }
 
     #[test]
