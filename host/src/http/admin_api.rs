@@ -33,7 +33,9 @@ use uuid::Uuid;
 use super::client::ClientInfo;
 use crate::adapter::KeyEncoding;
 use crate::config::Config;
-use crate::ingest::{HostSecretError, HostSecretUse, KeyEncodings, KeySource, host_secret_values};
+use crate::ingest::{
+    HostSecretError, HostSecretUse, KeyEncodings, KeySource, host_secret_values, redact_db,
+};
 use crate::operator::audit::{self, Actor};
 use crate::operator::deliveries::{self, ReplayRequest};
 use crate::operator::events;
@@ -255,7 +257,11 @@ impl From<OperatorError> for ApiError {
         if e.is_invalid() {
             return Self::BadRequest(e.to_string());
         }
-        tracing::warn!(error = %e, "admin API: database");
+        // Through `redact_db`, like every database cause (invariant 8): a constraint's detail
+        // can quote a row's values.
+        if let OperatorError::Database(db) = &e {
+            tracing::warn!(error = %redact_db(db), "admin API: database");
+        }
         Self::Database
     }
 }
