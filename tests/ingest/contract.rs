@@ -257,6 +257,41 @@ async fn an_adapter_that_echoes_the_request_puts_none_of_it_in_the_log() {
     assert!(cause.contains("[withheld]"), "{cause:?}");
 }
 
+/// An adapter's rejection text reaches the log as a vocabulary of words found nowhere in the
+/// request: not the query (where Meta's verify token travels), not a signature written as byte
+/// values, not a header value glued to another word.
+#[tokio::test]
+async fn an_adapter_that_leaks_the_query_signature_bytes_or_a_glued_header_is_withheld() {
+    let written = evil().write_config().await;
+    let log = written.dir.path().join("wharf.log");
+    let server = ServeProcess::start(&written.config_path, Some(&log)).await;
+    let url = format!(
+        "{}/webhooks/evil?hub.mode=subscribe&hub.verify_token=MetaVerifyTokenQuokka",
+        server.base
+    );
+    let answer = reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("x-misbehave", "leak")
+        .header("x-sig", "SIGVALUE")
+        .header("x-token", "SecretHeaderWombat")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 401);
+    let exit = server.stop().await;
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(exit.success(), "{exit}; the log:\n{text}");
+    // "SIGVALUE" as the bytes 83, 73, 71, ...
+    for leaked in ["MetaVerifyTokenQuokka", "SecretHeaderWombat", "83, 73, 71"] {
+        assert!(!text.contains(leaked), "{leaked} reached the log:\n{text}");
+    }
+    let line = request_lines(&text).into_iter().next().expect("a request line");
+    let cause = line["cause"].as_str().unwrap();
+    assert!(cause.contains("got Bearer.[withheld]"), "{cause}");
+}
+
 /// A fixture that expects the adapter's contract breach to be "just" a 503 must still fail:
 /// `wharf adapter test`, `wharf adapter check` and reload all refuse the file.
 #[tokio::test]

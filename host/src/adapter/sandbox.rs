@@ -329,7 +329,7 @@ pub(super) struct Instance {
     /// The `request` resource's handle in the store's table.
     req: Option<u32>,
     /// Kept to withhold echoes of the request from the guest's stderr in the log.
-    echo_source: Option<(bytes::Bytes, Arc<http::HeaderMap>)>,
+    echo_source: Option<(bytes::Bytes, Arc<http::HeaderMap>, Option<String>)>,
     stderr: MemoryOutputPipe,
     /// Never more instances at once than the pool holds: waiting for this beats failing there.
     _permit: OwnedSemaphorePermit,
@@ -377,7 +377,7 @@ impl Instance {
         });
         let echo_source = req
             .as_ref()
-            .map(|r| (r.body.clone(), Arc::clone(&r.headers)));
+            .map(|r| (r.body.clone(), Arc::clone(&r.headers), r.query.clone()));
         let req = match req {
             Some(r) => Some(
                 store
@@ -459,9 +459,14 @@ impl Instance {
         let captured =
             String::from_utf8_lossy(&captured[..captured.len().min(STDERR_CAPTURE_BYTES)]);
         let captured = match &self.echo_source {
-            Some((body, headers)) => {
-                crate::support::redact::adapter_text(captured.trim(), body, headers)
-            }
+            Some((body, headers, query)) => crate::support::redact::adapter_text(
+                captured.trim(),
+                &crate::support::redact::Echoes {
+                    body,
+                    headers,
+                    query: query.as_deref().unwrap_or(""),
+                },
+            ),
             None => crate::support::redact::printable(
                 captured.trim(),
                 crate::support::redact::MAX_ADAPTER_TEXT_BYTES,

@@ -339,7 +339,12 @@ pub async fn verify_and_parse(
     facts.adapter = Some(adapter.info.name.clone());
     facts.adapter_version = Some(adapter.info.version.clone());
     // Whatever an adapter writes for the log is bounded, printable and never echoes the request.
-    let loggable = |detail: String| redact::adapter_text(&detail, &body, &headers);
+    let echoes = redact::Echoes {
+        body: &body,
+        headers: &headers,
+        query: query.unwrap_or(""),
+    };
+    let loggable = |detail: String| redact::adapter_text(&detail, &echoes);
     let url = endpoint.public_url.as_ref().map(|u| match query {
         Some(q) => format!("{u}?{q}"),
         None => u.clone(),

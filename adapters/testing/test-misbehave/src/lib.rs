@@ -10,7 +10,8 @@
 //! Verification: the candidate signature is the hex in `x-sig`, the signed timestamp the
 //! decimal in `x-ts`. `ok` signs `<ts>.<body>` as every real adapter should; `literal-only`
 //! signs `<ts>.wharf` and not the body; `ts-unsigned` signs `wharf.<body>` and reports the
-//! timestamp without signing it; `echo` rejects with the body as its detail.
+//! timestamp without signing it; `echo` rejects with the body as its detail; `leak` with the
+//! query, `x-sig` as a list of byte values and `x-token` glued to `Bearer.`.
 //!
 //! WIT 0.2 contract: `items` signs the body as one slice (a batch item's form) with the MAC in
 //! `x-sig`, and `parse` names that check only when `x-signed-by` is present; `undeclared`
@@ -144,6 +145,15 @@ impl Adapter for TestMisbehave {
             )),
             b"ts-unsigned" => Ok(signed(req, pieces_then_body(&[b"wharf"], b'.'))),
             b"echo" => Err(invalid(String::from_utf8_lossy(&req.body()))),
+            b"leak" => {
+                let sig = req.header("x-sig").unwrap_or_default();
+                let token = req.header("x-token").unwrap_or_default();
+                Err(invalid(format!(
+                    "query {} sig {sig:?} got Bearer.{}",
+                    req.query().unwrap_or_default(),
+                    String::from_utf8_lossy(&token)
+                )))
+            }
             b"items" => {
                 let len = req.body_len() as usize;
                 Ok(signed(req, vec![Part::BodySpan(span(0, len))]))
