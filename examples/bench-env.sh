@@ -2,7 +2,7 @@
 # LOG_LEVEL` creates a database of the script's own (dropped on exit, after every background
 # job is stopped), points WHARF_DATABASE_URL at it, and copies the example configuration into
 # a new folder `$dir` with its paths made absolute into this checkout. Needs Postgres on
-# 127.0.0.1:5432 with trust auth.
+# 127.0.0.1:5432 with trust auth, and openssl.
 
 psql() { command psql -qtAh 127.0.0.1 -U postgres "$@"; }
 
@@ -14,4 +14,12 @@ bench_env() {
   dir=$(mktemp -d)
   cp examples/wharf.toml examples/secrets.toml examples/payload-keys.toml "$dir/"
   sed -i "s|\"../adapters/dist\"|\"$PWD/adapters/dist\"|; s|\"../.wharf-dev/cache\"|\"$PWD/target/bench-cache\"|" "$dir/wharf.toml"
+  # `wharf serve` and `wharf worker` refuse the examples' published demo values: this run's
+  # secrets and payload key are made here. The load generator signs with $BENCH_SECRET (the
+  # stripe-demo endpoint's current version, the file's first value).
+  BENCH_SECRET=whsec_bench_$(openssl rand -hex 16)
+  export BENCH_SECRET
+  sed -i "0,/^value = .*/s//value = \"$BENCH_SECRET\"/" "$dir/secrets.toml"
+  sed -i "/$BENCH_SECRET/!s|^value = .*|value = \"whsec_$(openssl rand -base64 32)\"|" "$dir/secrets.toml"
+  printf 'current = "bench"\n[keys]\nbench = "%s"\n' "$(openssl rand -base64 32)" >"$dir/payload-keys.toml"
 }

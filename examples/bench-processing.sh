@@ -62,7 +62,7 @@ if [ "$mode" = live ]; then
   sampler=$!
 fi
 sent=$(date +%s.%N)
-$bin/wharf-bench loadgen --url "http://127.0.0.1:$port" --rate "$rate" --requests "$n" --body-bytes 10240 --objects 1
+$bin/wharf-bench loadgen --secret "$BENCH_SECRET" --url "http://127.0.0.1:$port" --rate "$rate" --requests "$n" --body-bytes 10240 --objects 1
 # CPU seconds (user + system) of processes, from /proc (the machine is shared, so CPU per
 # event says more than wall-clock time).
 cpu() { for pid in "$@"; do awk '{print $14 + $15}' "/proc/$pid/stat"; done | awk '{s += $1} END {printf "%.2f", s / 100}'; }

@@ -55,7 +55,7 @@ fi
   done
 ) >"$dir/dirty" &
 sampler=$!
-$bin/wharf-bench loadgen --url "http://127.0.0.1:$port" --rate "$rate" --duration "$seconds" \
+$bin/wharf-bench loadgen --secret "$BENCH_SECRET" --url "http://127.0.0.1:$port" --rate "$rate" --duration "$seconds" \
   --duplicates 0.02 --bad-signatures 0.01 | tail -3
 sleep 2
 kill "$sampler"

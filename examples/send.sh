@@ -23,18 +23,19 @@ stripe() {
 }
 
 github() {
-  # The published GitHub vector: no timestamp is signed, so it is valid at any time.
   local id="demo-delivery-1"
+  local body='{"zen":"Design for failure.","hook_id":1}'
+  local sig; sig=$(hmac_hex "whsec_demo_github" "$body")
   echo "github: $id"
-  curl -sS -X POST "$base/webhooks/github-demo" \
-    -H 'x-hub-signature-256: sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17' \
-    -H "x-github-delivery: $id" -H 'x-github-event: ping' --data-binary 'Hello, World!'; echo
+  curl -sS -X POST "$base/webhooks/github-demo" -H 'content-type: application/json' \
+    -H "x-hub-signature-256: sha256=$sig" \
+    -H "x-github-delivery: $id" -H 'x-github-event: ping' --data-binary "$body"; echo
 }
 
 svix() {
   local id="msg_demo_1"
   local body='{"type":"invoice.paid","data":{"id":"inv_demo"}}'
-  local key; key=$(printf '%s' "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw" | base64 -d | od -An -vtx1 | tr -d ' \n')
+  local key; key=$(printf '%s' "d2hhcmYtZGVtby1zdml4LXNlY3JldC1ub3QtcmVhbCE=" | base64 -d | od -An -vtx1 | tr -d ' \n')
   local sig; sig=$(hmac_b64_keyhex "$key" "$id.$now.$body")
   echo "svix: $id"
   curl -sS -X POST "$base/webhooks/svix-demo" -H 'content-type: application/json' \

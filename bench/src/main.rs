@@ -5,9 +5,11 @@
 //!   cargo xtask bench --smoke       # a few seconds against the debug build (CI)
 //!   cargo run --release -p wharf-bench -- loadgen --rate 1000 --duration 30
 //!
-//! `run` starts `wharf serve` itself on fresh databases; `loadgen` drives a Wharf that is
-//! already running (defaults: `examples/wharf.toml` and `examples/secrets.toml`). Both are
-//! meant for loopback targets: a bounded benchmark, not a stress tool.
+//! `run` starts `wharf dev --config` on fresh databases (the examples' demo secrets, which
+//! `wharf serve` refuses; with a database named, `dev` serves like `serve`); `loadgen` drives
+//! a Wharf that is already running (defaults: `examples/wharf.toml` and
+//! `examples/secrets.toml`). Both are meant for loopback targets: a bounded benchmark, not a
+//! stress tool.
 
 mod events;
 mod fields;

@@ -174,8 +174,11 @@ pub async fn start(setup: &Setup, dir: &Path, database_url: &str) -> anyhow::Res
         admin,
     } = write_config(setup, dir)?;
     let log = std::fs::File::create(dir.join("wharf.log"))?;
+    // `dev`, not `serve`: the examples' secrets and payload key are Wharf's published demo
+    // values, which `serve` refuses. With a database named, `dev` is `serve` without that
+    // check (no cluster of its own).
     let child = Command::new(&setup.binary)
-        .arg("serve")
+        .arg("dev")
         .arg("--config")
         .arg(&config)
         .env("WHARF_DATABASE_URL", database_url)

@@ -5,6 +5,10 @@ use std::path::{Path, PathBuf};
 
 use crate::support::{files::*, process::*};
 
+/// A payload key of these tests' own (the examples' is published, and refused).
+const TEST_PAYLOAD_KEYS: &str =
+    "current = \"test-1\"\n[keys]\ntest-1 = \"Y29uZmlnLWNoZWNrLXRlc3Qta2V5LTMyLWJ5dGVzISE=\"\n";
+
 /// Nothing listens there: the check must not need the database.
 const UNUSED_DATABASE: &str = "postgres://postgres@127.0.0.1:1/unused";
 
@@ -21,11 +25,7 @@ fn folder(config: &str, secrets: &str) -> (tempfile::TempDir, PathBuf) {
     let mut config = config.replace("CACHE", &cache.display().to_string());
     // Last, so the line numbers the tests expect stay where they are.
     config.push_str("\n[payloads]\nkey_file = \"payload-keys.toml\"\n");
-    std::fs::copy(
-        repo_root().join("examples/payload-keys.toml"),
-        dir.path().join("payload-keys.toml"),
-    )
-    .unwrap();
+    std::fs::write(dir.path().join("payload-keys.toml"), TEST_PAYLOAD_KEYS).unwrap();
     std::fs::write(dir.path().join("wharf.toml"), config).unwrap();
     std::fs::write(dir.path().join("secrets.toml"), secrets).unwrap();
     let path = dir.path().join("wharf.toml");
@@ -99,34 +99,93 @@ fn check_edited(edits: &[(&str, &str)]) -> (tempfile::TempDir, PathBuf, Checked)
     (dir, path, checked)
 }
 
-#[test]
-fn the_example_config_passes_with_a_summary() {
+/// The examples hold Wharf's published demo values: the check names each one (never its
+/// value) and `serve` refuses them, until they are replaced; then the check passes with its
+/// summary.
+#[tokio::test]
+async fn the_example_config_is_refused_for_its_demo_values_until_they_are_replaced() {
     let dir = tempfile::tempdir().unwrap();
     copy_examples(dir.path());
+    let env = [("WHARF_DATABASE_URL", UNUSED_DATABASE)];
     // As `serve` would load it: the examples name no database, the environment does. The
     // global `--config` goes before the subcommand too.
     for args in [
         &["config", "check", "--config", "examples/wharf.toml"][..],
         &["--config", "examples/wharf.toml", "config", "check"],
     ] {
-        let out = run_wharf_in(dir.path(), args, &[("WHARF_DATABASE_URL", UNUSED_DATABASE)]);
+        let out = run_wharf_in(dir.path(), args, &env);
         let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(!out.status.success(), "{stdout}");
+        for (set, version) in [
+            ("stripe-demo", "2026-11"),
+            ("stripe-demo", "2026-10"),
+            ("github-demo", "1"),
+            ("svix-demo", "1"),
+            ("wharf-admin", "demo"),
+        ] {
+            assert!(
+                stdout.contains(&format!(
+                    "set {set:?} version {version:?} holds a value published"
+                )),
+                "{set} {version}: {stdout}"
+            );
+        }
         assert!(
-            out.status.success(),
-            "{stdout}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(
-            stdout.contains(
-                "examples/wharf.toml: ok: 3 endpoints, 0 routes, 4 secret sets in examples/secrets.toml"
-            ),
+            stdout.contains("payload key \"example-1\" is the demo key"),
             "{stdout}"
         );
         assert!(
-            !stdout.contains("whsec_"),
-            "no secret value printed: {stdout}"
+            !stdout.contains("whsec_") && !stdout.contains("ZXhhbXBsZS1vbmx5"),
+            "no value printed: {stdout}"
         );
     }
+    // `serve` stops before it binds or touches the database.
+    let out = run_wharf_in(
+        dir.path(),
+        &["serve", "--config", "examples/wharf.toml"],
+        &env,
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("holds a value published in Wharf's examples"), "{stderr}");
+    assert!(stderr.contains("`wharf config check` lists them"), "{stderr}");
+
+    // Replaced as the install steps say, the same config passes.
+    let examples = dir.path().join("examples");
+    let secrets = std::fs::read_to_string(examples.join("secrets.toml")).unwrap();
+    let mut fresh = String::new();
+    for (n, line) in secrets.lines().enumerate() {
+        match line.strip_prefix("value = ") {
+            // whsec_ and base64 fits every set's encoding (Svix's too) and the token rules.
+            Some(_) => fresh.push_str(&format!(
+                "value = \"whsec_{}\"\n",
+                base64::Engine::encode(
+                    &base64::engine::general_purpose::STANDARD,
+                    format!("fresh-secret-of-this-host-{n:04}")
+                )
+            )),
+            None => fresh.push_str(&format!("{line}\n")),
+        }
+    }
+    std::fs::write(examples.join("secrets.toml"), fresh).unwrap();
+    std::fs::write(examples.join("payload-keys.toml"), TEST_PAYLOAD_KEYS).unwrap();
+    let out = run_wharf_in(
+        dir.path(),
+        &["config", "check", "--config", "examples/wharf.toml"],
+        &env,
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains(
+            "examples/wharf.toml: ok: 3 endpoints, 0 routes, 4 secret sets in examples/secrets.toml"
+        ),
+        "{stdout}"
+    );
     // Without a database anywhere, `serve` would stop: so does the check, at `[database]`.
     let out = run_wharf_in(
         dir.path(),

@@ -111,7 +111,61 @@ async fn the_release_tarball_installs_into_a_prefix_and_serves_signed_requests()
         ("WHARF_LISTEN", "127.0.0.1:0"),
         ("WHARF_ADMIN_LISTEN", "127.0.0.1:0"),
     ];
-    // `config check` passes on the shipped files as they are.
+    // As shipped, the demo secrets and payload key are public: `config check` names them and
+    // `serve` refuses to start.
+    let check = Command::new(&bin)
+        .args(["config", "check", "--config"])
+        .arg(&config)
+        .current_dir("/")
+        .envs(env)
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&check.stdout);
+    assert!(!check.status.success(), "{report}");
+    assert!(report.contains("holds a value published"), "{report}");
+    assert!(report.contains("is the demo key"), "{report}");
+    let refused = Command::new(&bin)
+        .args(["serve", "--config"])
+        .arg(&config)
+        .current_dir("/")
+        .envs(env)
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("published in Wharf's examples"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+
+    // The install steps: a secret of this host for every set, a payload key of its own.
+    let secrets_path = prefix.join("etc/secrets.toml");
+    let shipped = std::fs::read_to_string(&secrets_path).unwrap();
+    let mut replaced = String::new();
+    for (n, line) in shipped.lines().enumerate() {
+        match line.strip_prefix("value = ") {
+            // whsec_ and base64 fits every set's encoding (Svix's too) and the token rules.
+            Some(_) => replaced.push_str(&format!(
+                "value = \"whsec_{}\"\n",
+                base64::Engine::encode(
+                    &base64::engine::general_purpose::STANDARD,
+                    format!("{n:03}{}", uuid::Uuid::now_v7().simple())
+                )
+            )),
+            None => replaced.push_str(&format!("{line}\n")),
+        }
+    }
+    std::fs::write(&secrets_path, replaced).unwrap();
+    let new_key = run(Command::new(&bin).args(["payloads", "new-key", "--id", "2026-12"]));
+    let key_line = new_key
+        .lines()
+        .find(|l| l.starts_with("\"2026-12\" = "))
+        .expect("a [keys] line");
+    std::fs::write(
+        prefix.join("etc/payload-keys.toml"),
+        format!("current = \"2026-12\"\n[keys]\n{key_line}\n"),
+    )
+    .unwrap();
     run(Command::new(&bin)
         .args(["config", "check", "--config"])
         .arg(&config)
@@ -131,8 +185,8 @@ async fn the_release_tarball_installs_into_a_prefix_and_serves_signed_requests()
         .unwrap();
     assert_eq!(ready.status(), 200);
 
-    // The admin API is off as shipped: the demo token in etc/secrets.toml is public, so the
-    // installed config must not name it; /admin/* is 404 even with that token.
+    // The admin API is off as shipped: the installed config names no token set, so /admin/*
+    // is 404 even with a token of the set.
     let installed = std::fs::read_to_string(&config).unwrap();
     assert!(
         !installed
@@ -141,7 +195,7 @@ async fn the_release_tarball_installs_into_a_prefix_and_serves_signed_requests()
         "{installed}"
     );
     let secrets: toml::Table =
-        toml::from_str(&std::fs::read_to_string(prefix.join("etc/secrets.toml")).unwrap()).unwrap();
+        toml::from_str(&std::fs::read_to_string(&secrets_path).unwrap()).unwrap();
     let demo_token = secrets["wharf-admin"][0]["value"].as_str().unwrap();
     let admin = client
         .get(format!(
@@ -154,7 +208,7 @@ async fn the_release_tarball_installs_into_a_prefix_and_serves_signed_requests()
         .unwrap();
     assert_eq!(admin.status(), 404);
 
-    // The shipped demo secret, read from the installed secrets file.
+    // The host's own secret, read from the installed secrets file.
     let secret = secrets["stripe-demo"][0]["value"].as_str().unwrap();
 
     let body = stripe_event("evt_dist_1");

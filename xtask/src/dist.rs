@@ -84,7 +84,7 @@ const CONFIG_HEADER: &str = "\
 
 const SECRETS_HEADER: &str = "\
 # REPLACE BEFORE USE. These are the public demo secrets of Wharf's repository: anyone can sign
-# a request that verifies under them. Put each endpoint's real signing secret here (the
+# a request that verifies under them, so `wharf serve` refuses to start while any is here. Put each endpoint's real signing secret here (the
 # provider shows it when you register the webhook URL). The file is watched: edits apply
 # without a restart. Readable by the service only (root:wharf, 0640).
 #
@@ -92,7 +92,7 @@ const SECRETS_HEADER: &str = "\
 
 const PAYLOAD_KEYS_HEADER: &str = "\
 # DEV KEY -- REPLACE BEFORE USE. The key below is public (it is in Wharf's repository), so it
-# protects nothing. Before the first real event, make a key with
+# protects nothing, and `wharf serve` refuses to start with it. Before the first real event, make a key with
 #   bin/wharf payloads new-key --id 2026-12
 # put the line it prints under [keys] in place of example-1, set current = \"2026-12\", and
 # keep a copy outside the database's backups: without it, stored payloads cannot be read.

@@ -148,6 +148,11 @@ async fn check(path: &Path, report: &mut Report) -> Option<String> {
         problems.push(Problem::nowhere(e.to_string()));
     }
     report.add(path, &text, loose_permissions(&config), true);
+    let env_key = std::env::var(crate::support::sealing::KEY_ENV).ok();
+    problems.extend(super::published::published_keys(
+        &config,
+        env_key.as_deref(),
+    ));
     let secrets_file = config.secrets.file.clone();
     let secrets = match std::fs::read_to_string(&secrets_file) {
         Err(e) => {
@@ -175,6 +180,8 @@ async fn check(path: &Path, report: &mut Report) -> Option<String> {
                         ));
                     }
                 }
+                let published = super::published::published_secrets(&config, &secrets_text);
+                report.add(&secrets_file, &secrets_text, published, false);
                 Some((secrets, secrets_text))
             }
         },

@@ -8,6 +8,7 @@
 //! - `adapter`: `adapter check|test|status|new`
 //! - `scaffold`: the adapter crate `adapter new` writes
 //! - `check`: `config check`
+//! - `published`: the demo values of `examples/`, refused outside `wharf dev`
 //! - `payloads`: `payloads new-key|reencrypt`
 //! - `listing`: how a list prints: columns or JSON lines, then what its limit left out
 //! - `resolve`: what a command runs with: the config, the database, the payload keys
@@ -24,6 +25,7 @@ mod error;
 mod events;
 mod listing;
 mod payloads;
+mod published;
 mod resolve;
 mod scaffold;
 mod serve;
@@ -139,7 +141,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let named = cli.config;
     let file = |default: &str| named.clone().unwrap_or_else(|| PathBuf::from(default));
     match cli.command {
-        Command::Serve => serve::serve(load_config(&file(DEFAULT_CONFIG))?).await,
+        Command::Serve => {
+            let config = load_config(&file(DEFAULT_CONFIG))?;
+            published::refuse_published(&config)?;
+            serve::serve(config).await
+        }
         Command::Migrate => serve::migrate(&database_url(named.as_deref())?).await,
         Command::Dev => {
             let (config, cluster) = dev::prepare(&file(dev::DEFAULT_CONFIG))?;
@@ -154,6 +160,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             admin_listen,
         } => {
             let config = load_config(&file(DEFAULT_CONFIG))?;
+            published::refuse_published(&config)?;
             let count = count.unwrap_or(config.worker.count).max(1);
             serve::work(config, count, admin_listen).await
         }
