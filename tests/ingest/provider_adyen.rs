@@ -263,3 +263,34 @@ async fn an_item_without_either_end_of_its_message_is_refused_as_unsigned() {
             .await;
     }
 }
+
+/// Adyen joins the signed fields with an unescaped `:`, so a signature made for one item also
+/// fits an item whose fields split the same message another way. The adapter refuses `:` in
+/// every signed field but `merchantReference` and anything but digits in `amount.value`, so a
+/// message splits one way only.
+#[tokio::test]
+async fn a_signed_message_splits_into_fields_one_way_only() {
+    let app = app().await;
+    // The genuine item: pspReference `PSP1`, originalReference `ORIG`.
+    let mut genuine = item("PSP1", "REFUND", 500);
+    genuine["originalReference"] = json!("ORIG");
+    let genuine = signed(genuine, KEY);
+    let signature = genuine["additionalData"].clone();
+    // The same message, split differently: pspReference `PSP1:ORIG`, no originalReference.
+    let mut shifted = item("PSP1:ORIG", "REFUND", 500);
+    shifted["additionalData"] = signature;
+    assert_eq!(post(&app, "adyen", body(&[shifted])).await, rejected());
+    // A `:` moved into the currency, or a sign in the amount: refused even when signed so.
+    let mut currency = item("PSP2", "AUTHORISATION", 500);
+    currency["amount"]["currency"] = json!("EUR:X");
+    assert_eq!(post(&app, "adyen", body(&[signed(currency, KEY)])).await, rejected());
+    let negative = item("PSP3", "AUTHORISATION", -500);
+    assert_eq!(post(&app, "adyen", body(&[signed(negative, KEY)])).await, rejected());
+    let mut text_amount = item("PSP4", "AUTHORISATION", 0);
+    text_amount["amount"]["value"] = json!("5:00");
+    assert_eq!(post(&app, "adyen", body(&[signed(text_amount, KEY)])).await, rejected());
+    // `merchantReference` keeps its `:` (item() writes `o:1\x`), and the genuine item passes.
+    assert_eq!(post(&app, "adyen", body(&[genuine])).await, accepted());
+    assert_eq!(app.count("webhook_inbox").await, 1);
+    app.shutdown().await;
+}

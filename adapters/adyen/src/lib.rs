@@ -5,7 +5,9 @@
 //! `pspReference:originalReference:merchantAccountCode:merchantReference:amount.value:amount.currency:eventCode:success`.
 //!
 //! - Each field is signed as its JSON-decoded value, unescaped (a `:` inside a value is not
-//!   escaped: Adyen's design). Strings are `body-json-string` slices; `amount.value`, a JSON
+//!   escaped: Adyen's design). So that a message splits into fields one way only, a `:` is
+//!   refused (401) in every signed field but `merchantReference`, and `amount.value` must be
+//!   digits. Strings are `body-json-string` slices; `amount.value`, a JSON
 //!   integer, is its text as a `body-span` (a JSON string such as `"0"` is signed decoded, as
 //!   Adyen's Java library does); a JSON `true`/`false` is its text. A missing or null field is
 //!   empty, except `pspReference` and `success`, which Adyen always sends: an item without
@@ -49,19 +51,43 @@ fn items(body: &[u8]) -> Option<Vec<(Located<'_>, Members<'_>)>> {
         .collect()
 }
 
+/// How a signed field may be written. Adyen joins the fields with `:` unescaped, so two items
+/// whose fields split differently (`a:b` + `c` against `a` + `b:c`) would sign the same
+/// message: refusing `:` in every field but `merchantReference`, and anything but digits in
+/// `amount.value`, leaves one way to split a message.
+#[derive(Clone, Copy, PartialEq)]
+enum Field {
+    /// `merchantReference`: the merchant's free text, `:` allowed (the only such field).
+    FreeText,
+    /// Any other string field: no `:`.
+    NoColon,
+    /// `amount.value`: digits only, as a JSON integer or a JSON string.
+    Digits,
+}
+
 /// The message part that signs `value` as Adyen does, `None` for an empty field, or `Err` for
-/// a value Adyen never sends (an object, an array, a number with a fraction).
-fn signed(value: Option<Located<'_>>, number: bool) -> Result<Option<Part>, Rejection> {
+/// a value Adyen never sends (an object, an array, a number with a fraction or a sign, a `:`
+/// where the split needs none).
+fn signed(value: Option<Located<'_>>, field: Field) -> Result<Option<Part>, Rejection> {
     let Some(v) = value.filter(|v| !v.is_null()) else {
         return Ok(None);
     };
+    let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
     if v.is_string() {
+        let text = v.as_str().or_invalid("a signed field is not a valid JSON string")?;
+        let fits = match field {
+            Field::FreeText => true,
+            Field::NoColon => !text.contains(':'),
+            Field::Digits => digits(&text),
+        };
+        if !fits {
+            return Err(invalid("a signed field could split the message another way"));
+        }
         return Ok(Some(Part::BodyJsonString(v.span())));
     }
-    let plain = if number {
-        is_integer_text(v.text())
-    } else {
-        matches!(v.text(), "true" | "false")
+    let plain = match field {
+        Field::Digits => digits(v.text()),
+        _ => matches!(v.text(), "true" | "false"),
     };
     if !plain {
         return Err(invalid("a signed field has an unexpected JSON type"));
@@ -76,21 +102,21 @@ fn item_check(fields: &Members<'_>) -> Result<Check, Rejection> {
     };
     let from_amount = |key| amount.as_ref().and_then(|a| a.get(key));
     let values = [
-        (fields.get("pspReference"), false),
-        (fields.get("originalReference"), false),
-        (fields.get("merchantAccountCode"), false),
-        (fields.get("merchantReference"), false),
-        (from_amount("value"), true),
-        (from_amount("currency"), false),
-        (fields.get("eventCode"), false),
-        (fields.get("success"), false),
+        (fields.get("pspReference"), Field::NoColon),
+        (fields.get("originalReference"), Field::NoColon),
+        (fields.get("merchantAccountCode"), Field::NoColon),
+        (fields.get("merchantReference"), Field::FreeText),
+        (from_amount("value"), Field::Digits),
+        (from_amount("currency"), Field::NoColon),
+        (fields.get("eventCode"), Field::NoColon),
+        (fields.get("success"), Field::NoColon),
     ];
     let mut message = Vec::with_capacity(2 * values.len());
-    for (n, (value, number)) in values.into_iter().enumerate() {
+    for (n, (value, field)) in values.into_iter().enumerate() {
         if n > 0 {
             message.push(Part::Literal(b":".to_vec()));
         }
-        message.extend(signed(value, number)?);
+        message.extend(signed(value, field)?);
     }
     // The host verifies item messages that start and end with signed body bytes; Adyen always
     // sends both ends, so an item without them is not Adyen's (401, not the adapter's fault).
