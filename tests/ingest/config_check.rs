@@ -147,8 +147,14 @@ async fn the_example_config_is_refused_for_its_demo_values_until_they_are_replac
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
-    assert!(stderr.contains("holds a value published in Wharf's examples"), "{stderr}");
-    assert!(stderr.contains("`wharf config check` lists them"), "{stderr}");
+    assert!(
+        stderr.contains("holds a value published in Wharf's examples"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("`wharf config check` lists them"),
+        "{stderr}"
+    );
 
     // Replaced as the install steps say, the same config passes.
     let examples = dir.path().join("examples");

@@ -287,7 +287,10 @@ async fn an_adapter_that_leaks_the_query_signature_bytes_or_a_glued_header_is_wi
     for leaked in ["MetaVerifyTokenQuokka", "SecretHeaderWombat", "83, 73, 71"] {
         assert!(!text.contains(leaked), "{leaked} reached the log:\n{text}");
     }
-    let line = request_lines(&text).into_iter().next().expect("a request line");
+    let line = request_lines(&text)
+        .into_iter()
+        .next()
+        .expect("a request line");
     let cause = line["cause"].as_str().unwrap();
     assert!(cause.contains("got Bearer.[withheld]"), "{cause}");
 }

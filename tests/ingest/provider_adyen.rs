@@ -283,12 +283,21 @@ async fn a_signed_message_splits_into_fields_one_way_only() {
     // A `:` moved into the currency, or a sign in the amount: refused even when signed so.
     let mut currency = item("PSP2", "AUTHORISATION", 500);
     currency["amount"]["currency"] = json!("EUR:X");
-    assert_eq!(post(&app, "adyen", body(&[signed(currency, KEY)])).await, rejected());
+    assert_eq!(
+        post(&app, "adyen", body(&[signed(currency, KEY)])).await,
+        rejected()
+    );
     let negative = item("PSP3", "AUTHORISATION", -500);
-    assert_eq!(post(&app, "adyen", body(&[signed(negative, KEY)])).await, rejected());
+    assert_eq!(
+        post(&app, "adyen", body(&[signed(negative, KEY)])).await,
+        rejected()
+    );
     let mut text_amount = item("PSP4", "AUTHORISATION", 0);
     text_amount["amount"]["value"] = json!("5:00");
-    assert_eq!(post(&app, "adyen", body(&[signed(text_amount, KEY)])).await, rejected());
+    assert_eq!(
+        post(&app, "adyen", body(&[signed(text_amount, KEY)])).await,
+        rejected()
+    );
     // `merchantReference` keeps its `:` (item() writes `o:1\x`), and the genuine item passes.
     assert_eq!(post(&app, "adyen", body(&[genuine])).await, accepted());
     assert_eq!(app.count("webhook_inbox").await, 1);

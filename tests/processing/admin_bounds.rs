@@ -175,6 +175,9 @@ async fn payload_reads_purges_and_replays_leave_an_audit_row_even_with_logging_o
     assert_eq!(rows[0].2["inbox_id"], id_text);
     assert!(rows[1].1.starts_with("admin-api 127.0.0.1"), "{rows:?}");
     assert_eq!(rows[2].2["events"], 1, "{rows:?}");
-    assert_eq!(scalar_i64(&app.db, "SELECT count(*) FROM webhook_inbox").await, 0);
+    assert_eq!(
+        scalar_i64(&app.db, "SELECT count(*) FROM webhook_inbox").await,
+        0
+    );
     app.shutdown().await;
 }

@@ -74,14 +74,18 @@ fn signed(value: Option<Located<'_>>, field: Field) -> Result<Option<Part>, Reje
     };
     let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
     if v.is_string() {
-        let text = v.as_str().or_invalid("a signed field is not a valid JSON string")?;
+        let text = v
+            .as_str()
+            .or_invalid("a signed field is not a valid JSON string")?;
         let fits = match field {
             Field::FreeText => true,
             Field::NoColon => !text.contains(':'),
             Field::Digits => digits(&text),
         };
         if !fits {
-            return Err(invalid("a signed field could split the message another way"));
+            return Err(invalid(
+                "a signed field could split the message another way",
+            ));
         }
         return Ok(Some(Part::BodyJsonString(v.span())));
     }

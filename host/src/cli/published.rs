@@ -86,7 +86,10 @@ pub fn published_keys(config: &Config, env_key: Option<&str>) -> Vec<Problem> {
         .as_ref()
         .and_then(|p| Some((p, std::fs::read_to_string(p).ok()?)));
     if let Some((path, text)) = key_file {
-        for (id, _) in key_values(&text).into_iter().filter(|(_, v)| published.contains(v)) {
+        for (id, _) in key_values(&text)
+            .into_iter()
+            .filter(|(_, v)| published.contains(v))
+        {
             problems.push(Problem::at_key(
                 KeyPath::section("payloads", "key_file"),
                 format!(

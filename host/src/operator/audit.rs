@@ -12,8 +12,13 @@ use super::error::OperatorError;
 pub enum Actor {
     /// The real uid of the process (the owner of `/proc/self`, which `$USER` cannot fake),
     /// with `$USER` beside it as a hint only.
-    Process { uid: i64, user: String },
-    AdminApi { client: Option<std::net::IpAddr> },
+    Process {
+        uid: i64,
+        user: String,
+    },
+    AdminApi {
+        client: Option<std::net::IpAddr>,
+    },
 }
 
 impl Actor {

@@ -184,7 +184,9 @@ async fn count<'c>(
          JOIN webhook_inbox i ON i.inbox_id = d.inbox_id",
     );
     filter.push_where(&mut q, after);
-    q.push(" LIMIT ").push_bind(MAX_COUNTED + 1).push(") matching");
+    q.push(" LIMIT ")
+        .push_bind(MAX_COUNTED + 1)
+        .push(") matching");
     Ok(q.build_query_scalar().fetch_one(db).await?)
 }
 

@@ -16,4 +16,6 @@ pub mod payloads;
 mod shared;
 
 pub use error::OperatorError;
-pub use shared::{DEFAULT_REPLAY_LIMIT, MAX_COUNTED, MAX_LIMIT, check_limit, matches_text, thousands};
+pub use shared::{
+    DEFAULT_REPLAY_LIMIT, MAX_COUNTED, MAX_LIMIT, check_limit, matches_text, thousands,
+};

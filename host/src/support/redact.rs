@@ -128,7 +128,10 @@ mod tests {
     #[test]
     fn the_query_a_list_of_byte_values_and_a_glued_header_value_are_withheld() {
         let mut headers = http::HeaderMap::new();
-        headers.insert("x-token", http::HeaderValue::from_static("SecretHeaderValue"));
+        headers.insert(
+            "x-token",
+            http::HeaderValue::from_static("SecretHeaderValue"),
+        );
         let query = "hub.mode=subscribe&hub.verify_token=MetaVerifyToken&hub.challenge=1158201444";
         let text = adapter_text(
             "query hub.verify_token=MetaVerifyToken, sig [82, 87, 168, 105] got Bearer.SecretHeaderValue",
