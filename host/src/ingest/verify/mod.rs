@@ -180,6 +180,8 @@ pub fn verify<'k>(
 }
 
 #[cfg(test)]
+mod properties;
+#[cfg(test)]
 mod test_kit;
 
 #[cfg(test)]
