@@ -1,8 +1,9 @@
 //! The host alone decides what "verified" means. A careless or hostile adapter
 //! (`test-misbehave`) cannot make an unsigned body or an unsigned timestamp verify (nor digits
 //! cut from a longer number, nor an item check that signs no body byte), cannot make the host
-//! hash without bound, cannot put the request into the log, and cannot hold a call by
-//! sleeping; and verified ids that could not be header values or Postgres text are `malformed`.
+//! hash without bound or sign bytes it chose (a handshake's MAC), cannot put the request into
+//! the log, and cannot hold a call by sleeping; and verified ids that could not be header values
+//! or Postgres text are `malformed`.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
