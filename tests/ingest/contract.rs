@@ -1,8 +1,9 @@
 //! The host alone decides what "verified" means. A careless or hostile adapter
 //! (`test-misbehave`) cannot make an unsigned body or an unsigned timestamp verify (nor digits
 //! cut from a longer number, nor an item check that signs no body byte), cannot make the host
-//! hash without bound, cannot put the request into the log, and cannot hold a call by
-//! sleeping; and verified ids that could not be header values or Postgres text are `malformed`.
+//! hash without bound or sign bytes it chose (a handshake's MAC), cannot put the request into
+//! the log, and cannot hold a call by sleeping; and verified ids that could not be header values
+//! or Postgres text are `malformed`.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -445,8 +446,127 @@ async fn wit_0_2_forms_are_held_to_their_declarations() {
     app.shutdown().await;
 }
 
-/// GET reaches only adapters that serve it, is answered only with a handshake, and a
-/// handshake's MAC is computed by the host under the secret that verified the request.
+/// A handshake was a signing oracle (issue 30, finding 1): an adapter answered with the MAC of
+/// bytes it chose (the query), under the secret, after a check that signs the whole body or
+/// only the timestamp's digits of it; the MAC of `<ts>.<forged body>` then verified the forged
+/// body. A MAC answer is now computed only over a span or JSON string of a body that its check
+/// signs whole, with a fresh signed timestamp; anything else is the adapter's contract breach.
+#[tokio::test]
+async fn a_handshake_is_no_signing_oracle() {
+    let app = start_evil().await;
+    let ts = now();
+    let forged = b"amount=1000000&to=attacker".to_vec();
+    // What mode `ok` verifies the forged body with: its signature is all an oracle must give.
+    let wanted = String::from_utf8(dotted(ts, &forged)).unwrap();
+    let oracle = hex::encode(hmac_sha256(GITHUB_SECRET.as_bytes(), wanted.as_bytes()));
+    let with_query = format!("evil?{wanted}");
+    // Whatever MAC an answer hands out, sent back as the forged body's signature.
+    let forge = async |answer: &Answer| {
+        let mac = answer.body.strip_prefix("mac=").unwrap_or_default();
+        let mut headers = misbehave_headers("ok", ts, b"");
+        headers[2].1 = mac.to_owned();
+        app.post("evil", &refs(&headers), forged.clone()).await
+    };
+
+    // A check over `<ts>.<body>` (fresh, whole), answering with the MAC of the query.
+    let body = br#"{"handshake":true}"#.to_vec();
+    let headers = misbehave_headers("oracle-query", ts, &dotted(ts, &body));
+    let answer = app.post(&with_query, &refs(&headers), body).await;
+    answer.assert_is(503, "adapter_unavailable", "a MAC of the query");
+    assert!(!answer.body.contains(&oracle), "{answer:?}");
+    assert_eq!(forge(&answer).await.status, 401);
+
+    // An item check that signs only the timestamp's digits of the body, the same answer.
+    let body = format!("{ts}|anything at all").into_bytes();
+    let mut headers = misbehave_headers("oracle-item", ts, ts.to_string().as_bytes());
+    headers.push(("x-span".into(), format!("0-{}", ts.to_string().len())));
+    let answer = app.post(&with_query, &refs(&headers), body).await;
+    answer.assert_is(503, "adapter_unavailable", "a MAC after an item check");
+    assert!(!answer.body.contains(&oracle), "{answer:?}");
+    assert_eq!(forge(&answer).await.status, 401);
+    assert_eq!(app.count("webhook_inbox").await, 0);
+
+    // The one form left: the MAC of bytes of the signed, fresh body (Zoom's plainToken).
+    let body = br#"{"challenge":"abc123"}"#.to_vec();
+    let mut headers = misbehave_headers("ack", ts, &dotted(ts, &body));
+    headers.push(("x-challenge".into(), "abc123".into()));
+    let answer = app.post("evil", &refs(&headers), body.clone()).await;
+    let expected = hex::encode(hmac_sha256(GITHUB_SECRET.as_bytes(), b"abc123"));
+    assert_eq!(
+        (answer.status, answer.body),
+        (200, format!("mac={expected}"))
+    );
+    // The same adapter asking for bytes that are not in the body is refused.
+    let mut headers = misbehave_headers("ack", ts, &dotted(ts, &body));
+    headers.push(("x-challenge".into(), wanted.clone()));
+    let answer = app.post("evil", &refs(&headers), body).await;
+    answer.assert_is(503, "adapter_unavailable", "a MAC of a header");
+    assert!(!answer.body.contains(&oracle), "{answer:?}");
+    assert_eq!(app.count("webhook_inbox").await, 0);
+
+    // What an oracle handed out was a working signature: the refusals above are what stops it.
+    let handed_out = Answer {
+        body: format!("mac={oracle}"),
+        ..answer
+    };
+    forge(&handed_out)
+        .await
+        .assert_accepted("the forged body under the oracle's MAC");
+    app.shutdown().await;
+}
+
+/// A file whose handshake asks for a MAC outside the rules is refused by `wharf adapter test`
+/// (and so by `check` and reload, which run the same cases), even by a fixture expecting the
+/// answer it used to give.
+#[tokio::test]
+async fn a_handshake_oracle_fails_its_fixtures() {
+    let written = evil().write_config().await;
+    let adapters = written.adapters_dir();
+    let case = adapters.join("test-misbehave.fixtures/oracle-query");
+    std::fs::create_dir_all(&case).unwrap();
+    let ts = 1_764_480_000;
+    let body = br#"{"handshake":true}"#;
+    let sig = hex::encode(hmac_sha256(b"fixture-secret", &dotted(ts, body)));
+    std::fs::write(
+        case.join("request.toml"),
+        format!(
+            "now = {ts}\nquery = \"{ts}.forged\"\nheaders = [[\"x-misbehave\", \"oracle-query\"], [\"x-ts\", \"{ts}\"], [\"x-sig\", \"{sig}\"]]\n\n[[secret]]\nversion = \"1\"\nvalue = \"fixture-secret\"\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(case.join("body"), body).unwrap();
+    let mac = hex::encode(hmac_sha256(
+        b"fixture-secret",
+        format!("{ts}.forged").as_bytes(),
+    ));
+    std::fs::write(
+        case.join("expected.toml"),
+        format!(
+            "outcome = \"handshake\"\n\n[handshake]\nstatus = 200\ncontent_type = \"text/plain\"\nbody = \"mac={mac}\"\n"
+        ),
+    )
+    .unwrap();
+    let wasm = adapters.join("test-misbehave.wasm");
+    let out = Command::new(env!("CARGO_BIN_EXE_wharf"))
+        .args(["adapter", "test", wasm.to_str().unwrap()])
+        .arg(case.parent().unwrap())
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    let shown = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!out.status.success(), "{shown}");
+    assert!(
+        shown.contains("no span or JSON string of the body"),
+        "{shown}"
+    );
+}
+
+/// GET reaches only adapters that serve it and is answered only with a handshake; a GET has no
+/// body, so its handshake can carry no MAC.
 #[tokio::test]
 async fn get_is_a_verified_handshake_or_nothing() {
     let app = start_evil().await;
@@ -460,18 +580,25 @@ async fn get_is_a_verified_handshake_or_nothing() {
     };
     let signed = dotted(ts, b"");
 
-    let mut headers = misbehave_headers("ack", ts, &signed);
+    let mut headers = misbehave_headers("ack-echo", ts, &signed);
     headers.push(("x-challenge".into(), "abc123".into()));
     let answer = get("evil", headers.clone()).await.unwrap();
     assert_eq!(answer.status(), 200);
-    let expected = hex::encode(hmac_sha256(GITHUB_SECRET.as_bytes(), b"abc123"));
-    assert_eq!(answer.text().await.unwrap(), format!("mac={expected}"));
+    assert_eq!(answer.text().await.unwrap(), "ack=abc123");
 
     // A bad signature answers no challenge.
-    let mut bad = misbehave_headers("ack", ts, b"not what is signed");
+    let mut bad = misbehave_headers("ack-echo", ts, b"not what is signed");
     bad.push(("x-challenge".into(), "abc123".into()));
     let answer = get("evil", bad).await.unwrap();
     assert_eq!(answer.status(), 401);
+    assert!(!answer.text().await.unwrap().contains("abc123"));
+
+    // A MAC of a header is no part of an empty body: the host signs nothing for it.
+    let mut mac = misbehave_headers("ack", ts, &signed);
+    mac.push(("x-challenge".into(), "abc123".into()));
+    let answer = get("evil", mac).await.unwrap();
+    assert_eq!(answer.status(), 503);
+    let expected = hex::encode(hmac_sha256(GITHUB_SECRET.as_bytes(), b"abc123"));
     assert!(!answer.text().await.unwrap().contains(&expected));
 
     let answer = get("evil", misbehave_headers("get-events", ts, &signed))

@@ -3,6 +3,7 @@
 //! - `pipeline`: `Ingest` (admit, process) and `verify_and_parse`, the database-free steps 4 to 7
 //!   that the fixture runner shares
 //! - `verify`: what "verified" means; MACs, public-key signatures, tokens; freshness
+//! - `handshake`: a handshake's answer as sent, any MAC it asks for computed under the rules
 //! - `secrets`: the secrets file, hot-reloaded, failing closed
 //! - `rate_limit`: a token bucket per client address, taken before the body is read and given
 //!   back when the signature verifies; endpoint and provider buckets, taken by verified requests
@@ -18,6 +19,7 @@ mod admission;
 mod commit;
 mod error;
 mod handoff;
+mod handshake;
 mod pipeline;
 mod rate_limit;
 mod redacted;

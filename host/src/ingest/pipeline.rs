@@ -12,6 +12,7 @@ use uuid::Uuid;
 
 use super::admission::Admission;
 use super::error::IngestError;
+use super::handshake::{Verification, answer};
 use super::rate_limit::RateLimits;
 use super::rows::{Acceptance, NewEvent, StoredVersion, Submission};
 use super::secrets::{
@@ -19,9 +20,7 @@ use super::secrets::{
 };
 use super::store::Store;
 use super::verify::{self, Inputs, VerifyError};
-use crate::adapter::{
-    self, AdapterSet, AnswerPart, LoadedAdapter, Parsed, RejectionKind, RequestView,
-};
+use crate::adapter::{self, AdapterSet, LoadedAdapter, Parsed, RejectionKind, RequestView};
 use crate::config::{EndpointConfig, UnsupportedTypes, glob_match};
 use crate::support::clock::SharedClock;
 use crate::support::failpoint;
@@ -456,7 +455,15 @@ pub async fn verify_and_parse(
         }
     };
     let envelopes = match parsed {
-        Parsed::Handshake(h) => return handshake(h, passed.secret.as_deref()),
+        Parsed::Handshake(h) => {
+            let verified = Verification {
+                passed: &passed,
+                prepared: &prepared,
+                freshness_checked: tolerance.is_some(),
+                body: &body,
+            };
+            return Ok(Verified::Done(Outcome::Handshake(answer(h, &verified)?)));
+        }
         // A GET reaches an adapter only to be answered; it never stores anything.
         Parsed::Events(_) if method == http::Method::GET => {
             return Err(IngestError::AdapterUnavailable(
@@ -498,35 +505,6 @@ pub async fn verify_and_parse(
         redelivery_window: time::Duration::days(i64::from(endpoint.redelivery_window_days())),
         trace_context: None,
     }))
-}
-
-/// The handshake answer as sent: 2xx, a valid content type, any MAC computed under the secret
-/// that verified the request.
-fn handshake(h: adapter::Handshake, secret: Option<&[u8]>) -> Result<Verified, IngestError> {
-    if !(200..300).contains(&h.status) || http::HeaderValue::from_str(&h.content_type).is_err() {
-        return Err(IngestError::AdapterUnavailable(
-            "invalid handshake answer".into(),
-        ));
-    }
-    let mut body = Vec::new();
-    for part in h.body {
-        match part {
-            AnswerPart::Literal(bytes) => body.extend_from_slice(&bytes),
-            AnswerPart::HmacSha256Hex(message) => {
-                let key = secret.ok_or_else(|| {
-                    IngestError::AdapterUnavailable(
-                        "handshake asks for a MAC, but no secret verified the request".into(),
-                    )
-                })?;
-                body.extend_from_slice(verify::hmac_sha256_hex(key, &message).as_bytes());
-            }
-        }
-    }
-    Ok(Verified::Done(Outcome::Handshake(adapter::Answer {
-        status: h.status,
-        content_type: h.content_type,
-        body,
-    })))
 }
 
 fn unsupported(endpoint: &EndpointConfig, detail: String) -> Result<Verified, IngestError> {

@@ -17,8 +17,9 @@
 //! `x-sig`, and `parse` names that check only when `x-signed-by` is present; `undeclared`
 //! names an algorithm `describe` does not declare (Ed25519); `token-message` is a token check
 //! that signs a message; `url` signs the endpoint URL then the body (needs a `public_url`);
-//! `get-events` answers a GET with an event instead of a handshake; `ack` (GET) answers a
-//! handshake whose body is the HMAC-SHA256 hex of `x-challenge` under the verifying secret.
+//! `get-events` answers a GET with an event instead of a handshake; `ack` answers a handshake
+//! whose body is the HMAC-SHA256 hex of `x-challenge` under the verifying secret (answered only
+//! when the challenge is in the signed body); `ack-echo` (GET) echoes `x-challenge` as is.
 //!
 //! Second round (each verified before the host tightened its rules): `ts-longer-run` signs
 //! `<ts>7.<body>`, so the reported timestamp's digits sit inside a longer number;
@@ -28,6 +29,12 @@
 //! (MACs in `x-sig` and `x-sig2`), whose first event spans the whole body. Item modes' events
 //! name their checks. An adapter's tolerance is read once, at `describe`, so no mode can
 //! declare one: the host's bound on it is a unit test.
+//!
+//! Signing oracles (each answered before the host ruled on handshake MACs): `oracle-query`
+//! signs `<ts>.<body>` and answers a handshake whose body is the HMAC-SHA256 hex of the raw
+//! query string, bytes the adapter chose; `oracle-item` is an item check of the body's slice
+//! `x-span` (`start-end`, the signed timestamp's digits) and answers the same. Either handed
+//! out the MAC of any `<ts>.<forged body>`, which then verified in mode `ok`.
 //!
 //! `parse` returns one event whose id is `x-event-id` (default `evt_misbehave`); with
 //! `x-count-calls` present, followed by `-calls-<n>`, where n counts the export calls this
@@ -100,6 +107,17 @@ fn mid(req: &Request) -> usize {
     req.header("x-mid")
         .and_then(|v| std::str::from_utf8(&v).ok()?.parse().ok())
         .map_or(len / 2, |m: usize| m.min(len))
+}
+
+/// The body slice `x-span` names (`start-end`), or the whole body.
+fn x_span(req: &Request) -> Span {
+    let len = req.body_len() as usize;
+    let parsed = req.header("x-span").and_then(|v| {
+        let (a, b) = std::str::from_utf8(&v).ok()?.split_once('-')?;
+        Some((a.parse().ok()?, b.parse().ok()?))
+    });
+    let (start, end) = parsed.unwrap_or((0, len));
+    span(start, end)
 }
 
 impl Adapter for TestMisbehave {
@@ -203,8 +221,11 @@ impl Adapter for TestMisbehave {
                 ));
                 Ok(p)
             }
-            // GET modes: no body, so a check over the (empty) body and the signed timestamp.
-            b"get-events" | b"ack" => Ok(signed(req, pieces_then_body(&[&ts], b'.'))),
+            b"oracle-item" => Ok(signed(req, vec![Part::BodySpan(x_span(req))])),
+            // Also GET modes: with no body, a check over the (empty) body and the timestamp.
+            b"get-events" | b"ack" | b"ack-echo" | b"oracle-query" => {
+                Ok(signed(req, pieces_then_body(&[&ts], b'.')))
+            }
             _ => Err(invalid("set x-misbehave")),
         }
     }
@@ -219,13 +240,24 @@ impl Adapter for TestMisbehave {
             event_id = format!("{event_id}-calls-{calls}");
         }
         let mode = req.header("x-misbehave").unwrap_or_default();
-        if mode == b"ack" {
-            let challenge = req.header("x-challenge").unwrap_or_default();
+        let challenge = || req.header("x-challenge").unwrap_or_default();
+        let mac_of = |input: Vec<u8>| {
             let body = vec![
                 AnswerPart::Literal(b"mac=".to_vec()),
-                AnswerPart::HmacSha256Hex(challenge),
+                AnswerPart::HmacSha256Hex(input),
             ];
-            return Ok(Handshake::new("text/plain", body).into());
+            Ok(Handshake::new("text/plain", body).into())
+        };
+        match mode.as_slice() {
+            b"ack" => return mac_of(challenge()),
+            b"oracle-query" | b"oracle-item" => {
+                return mac_of(req.query().unwrap_or_default().into_bytes());
+            }
+            b"ack-echo" => {
+                let body = vec![AnswerPart::Literal([b"ack=", &challenge()[..]].concat())];
+                return Ok(Handshake::new("text/plain", body).into());
+            }
+            _ => {}
         }
         let len = req.body_len() as usize;
         match mode.as_slice() {

@@ -73,6 +73,17 @@ pub enum ContractViolation {
     ItemOutsideSpan(usize),
     #[error("event {event} spans a slice that check {check}, another item's, signs")]
     ItemOverAnotherItem { event: usize, check: usize },
+    #[error("a handshake asks for a MAC, but no secret verified the request")]
+    AnswerMacWithoutSecret,
+    #[error(
+        "a handshake asks for a MAC under the secret of check {0}, which does not sign the \
+         body's exact bytes (raw-body or a signed body digest)"
+    )]
+    AnswerMacBodyNotSigned(usize),
+    #[error("a handshake asks for a MAC, but no signed timestamp's freshness was checked")]
+    AnswerMacNotFresh,
+    #[error("a handshake asks for a MAC of bytes that are no span or JSON string of the body")]
+    AnswerMacOutsideBody,
 }
 
 /// What `validate` found each check to be.

@@ -17,6 +17,10 @@
 //!   around its slices and over no other item check's slice (`check_items`).
 //! - A `token` check signs nothing; it authenticates the sender only (GitLab, Meta's GET).
 //!
+//! A handshake's MAC answer (`answer_mac`) is computed only under the secret of a check that
+//! signs the body's exact bytes with a checked, signed timestamp, and only over a run or JSON
+//! string of that body: otherwise the host would sign whatever an adapter hands it.
+//!
 //! Files:
 //! - `contract`: `validate`, the bounds and `ContractViolation`
 //! - `message`: a check's parts resolved against the request (form parameters, URL forms)
@@ -24,8 +28,10 @@
 //! - `outcome`: `Passed` and `VerifyError`
 //! - `items`: `check_items`, events of a batch signed per item
 //! - `freshness`: `check_freshness`
+//! - `answer`: `answer_mac`, the one MAC a handshake may ask of the host
 //! - here: `verify`, the loop over checks and key versions
 
+mod answer;
 mod contract;
 mod crypto;
 mod freshness;
@@ -35,11 +41,11 @@ mod outcome;
 
 use std::borrow::Cow;
 
+pub use answer::answer_mac;
 pub use contract::{
     ContractViolation, Coverage, Inputs, MAX_BODY_PASSES, MAX_CHECKS, MAX_LITERAL_BYTES, MAX_PARTS,
     MAX_PUBLIC_KEY_VERIFICATIONS, MAX_SIGNATURE_BYTES, MAX_SIGNATURES, hash_budget, validate,
 };
-pub use crypto::hmac_sha256_hex;
 use crypto::{mac_algorithm, mac_of, public_key_verifies, same};
 pub use freshness::check_freshness;
 pub use items::check_items;
@@ -173,6 +179,8 @@ pub fn verify<'k>(
     })
 }
 
+#[cfg(test)]
+mod properties;
 #[cfg(test)]
 mod test_kit;
 
