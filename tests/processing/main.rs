@@ -21,6 +21,7 @@ mod notices;
 mod once;
 mod operators;
 mod ordering;
+mod payload_links;
 mod plans;
 mod retention;
 mod signed;

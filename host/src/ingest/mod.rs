@@ -9,6 +9,7 @@
 //! - `admission`: past capacity, refuse at once what could not be answered in the budget
 //! - `store`: Postgres: migrations and `accept`, the one way events are stored
 //! - `commit`: group commit behind `accept`: requests that arrive together share a transaction
+//! - `pending`: a request made ready for its transaction: payload sealed, each event's row linked
 //! - `handoff`: events leased at acceptance to this host's workers, handed over in memory
 //! - `rows`: what acceptance writes and answers, and `StoreError`
 //! - `redacted`: `.redacted()?`, a database error that shows only its redacted text
@@ -18,6 +19,7 @@ mod admission;
 mod commit;
 mod error;
 mod handoff;
+mod pending;
 mod pipeline;
 mod rate_limit;
 mod redacted;
