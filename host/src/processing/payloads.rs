@@ -157,9 +157,12 @@ pub fn event_bytes(
     }
 }
 
+/// An opened body and its SHA-256.
+type Opened = (Vec<u8>, [u8; 32]);
+
 /// Whole stored bodies by payload ref, each read once however many events it holds, opened
 /// under its key id, with its SHA-256.
-pub struct Bodies(HashMap<Uuid, Result<(Vec<u8>, [u8; 32]), PayloadError>>);
+pub struct Bodies(HashMap<Uuid, Result<Opened, PayloadError>>);
 
 impl Bodies {
     /// The stored payloads under these refs; no statement for none.
