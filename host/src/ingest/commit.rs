@@ -322,7 +322,7 @@ async fn insert(
     locks.dedup();
     // One round trip: the locks, then the lookup and inserts, in one transaction
     // (`wharf_accept`, migration 20261203000002, says how its two queries keep the locks'
-    // guarantee; 20261203100001 added three arguments, 20261204000001 the rows' links).
+    // guarantee; 20261203100001 added three arguments, 20261204090001 the rows' links).
     let resolved: Vec<(Uuid, Uuid, bool)> = sqlx::query_as(
         "SELECT row_id, stored_id, fresh FROM wharf_accept($25, $1, $2, $3, $4, $5, $6, $7,
             $8, $9, $10, $11, $12, $13, $14, $15, $16, $20, $21, $24, $22, $17, $18, $19, $23,
