@@ -59,7 +59,7 @@ impl Server {
     pub async fn start(config: Config, options: ServerOptions) -> anyhow::Result<Self> {
         failpoint::validate()?;
         let metrics = Arc::new(Metrics::default());
-        let payload_keys = Arc::new(config.payload_keys()?);
+        let payload_keys = Arc::new(serving_payload_keys(&config)?);
         // First, so that a bad certificate stops the start before anything else is set up.
         let certs = match &config.server.tls {
             Some(files) => Some(CertStore::open(files, Arc::clone(&metrics)).await?),
@@ -252,7 +252,7 @@ impl ProcessingHost {
     ) -> anyhow::Result<Self> {
         failpoint::validate()?;
         let config = Arc::new(config);
-        let payload_keys = Arc::new(config.payload_keys()?);
+        let payload_keys = Arc::new(serving_payload_keys(&config)?);
         if config.database.migrate_on_start {
             let keys = Arc::clone(&payload_keys);
             Store::connect_lazy(config.database_url(), 1, Duration::from_secs(30), keys)?
@@ -380,4 +380,17 @@ impl<P> Running<P> {
         }
         Ok(())
     }
+}
+
+/// The payload keys a serving process reads with; the upgrade setting is said aloud, since it
+/// lets rows no one received be read (`docs/operations.md`, "Links from events to payloads").
+fn serving_payload_keys(config: &Config) -> anyhow::Result<crate::support::sealing::PayloadKeys> {
+    let keys = config.payload_keys()?;
+    if keys.accepts_legacy_rows() {
+        tracing::warn!(
+            "[payloads] upgrade_legacy_rows is on: unsealed payloads and events without a link \
+             tag are read as they are; turn it off once `wharf payloads reencrypt` has run"
+        );
+    }
+    Ok(keys)
 }

@@ -169,9 +169,11 @@ async fn after_a_rotation_old_payloads_open_and_reencryption_moves_every_one() {
         .unwrap();
 
     // The rotation: a second receiver on the same database seals with k2 and still holds
-    // test-1 to open older rows.
+    // test-1 to open older rows; it reads the unsealed one under the upgrade setting
+    // (`tests/processing/payload_links.rs` shows it refused without).
     let rotated = TestApp::builder()
         .database_url(old.config.database_url.clone())
+        .payloads_toml("upgrade_legacy_rows = true")
         .payload_key_file(format!(
             "current = \"k2\"\n[keys]\ntest-1 = \"{TEST_PAYLOAD_KEY}\"\nk2 = \"{key2}\"\n"
         ))

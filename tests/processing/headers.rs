@@ -14,6 +14,8 @@ async fn deliveries_whose_headers_cannot_be_built_fail_without_a_panic() {
     let nats_route = nats_route_toml("*", r#""*""#, &subject);
     let app = TestApp::builder()
         .workers(0)
+        // Such rows come from before links: read only under the upgrade setting.
+        .payloads_toml("upgrade_legacy_rows = true")
         .append_toml(&scope.toml())
         .append_toml(&http_route_toml(&receiver.url, ""))
         .append_toml(&nats_route)
@@ -26,7 +28,8 @@ async fn deliveries_whose_headers_cannot_be_built_fail_without_a_panic() {
     execute(
         &app.db,
         "UPDATE webhook_inbox SET event_type = event_type || E'\\r\\nInjected: 1',
-                                  provider_event_id = E'evt_crlf\\r\\nInjected: 1'",
+                                  provider_event_id = E'evt_crlf\\r\\nInjected: 1',
+                                  payload_link_key = NULL, payload_link = NULL",
     )
     .await;
 

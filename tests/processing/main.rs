@@ -22,6 +22,7 @@ mod notices;
 mod once;
 mod operators;
 mod ordering;
+mod payload_links;
 mod plans;
 mod retention;
 mod signed;

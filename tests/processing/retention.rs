@@ -450,8 +450,13 @@ async fn an_event_accepted_before_partitioning_is_processed_and_deduplicated_aft
         "a plain table before the upgrade"
     );
 
-    // The new binary starts on it: migrations, partitions, then the event is processed.
-    let app = TestApp::builder().database_url(url).start().await;
+    // The new binary starts on it: migrations, partitions, then the event is processed (a
+    // row from before links, read under the upgrade setting).
+    let app = TestApp::builder()
+        .database_url(url)
+        .payloads_toml("upgrade_legacy_rows = true")
+        .start()
+        .await;
     assert_eq!(
         scalar_i64(
             &app.db,

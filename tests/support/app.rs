@@ -123,6 +123,8 @@ pub struct TestAppBuilder {
     max_body_bytes: u64,
     /// The payload key file's text.
     payload_keys: String,
+    /// Lines appended to the `[payloads]` table.
+    payloads_extra: String,
     /// `[server.tls]` files (cert, key); none: `plain_http = true`.
     tls: Option<(PathBuf, PathBuf)>,
     /// The admin API's token (set `TEST_ADMIN_SET`, appended to the secrets file); none: the
@@ -221,6 +223,12 @@ impl TestAppBuilder {
         self.tail.push_str(extra);
         self
     }
+    /// Lines added to the `[payloads]` table (such as `upgrade_legacy_rows = true`).
+    pub fn payloads_toml(mut self, lines: &str) -> Self {
+        self.payloads_extra.push_str(lines);
+        self.payloads_extra.push('\n');
+        self
+    }
     /// Extra TOML appended to the `[database]` table.
     pub fn append_database_toml(mut self, extra: &str) -> Self {
         self.database_extra.push_str(extra);
@@ -280,11 +288,12 @@ file = "secrets.toml"
 
 [payloads]
 key_file = "payload-keys.toml"
-{tail}"#,
+{payloads_extra}{tail}"#,
             max_body = self.max_body_bytes,
             database_extra = self.database_extra,
             server_extra = self.server_extra,
             cache = cache.display(),
+            payloads_extra = self.payloads_extra,
             tail = self.tail,
         );
         let config_path = dir.path().join("wharf.toml");
@@ -391,6 +400,7 @@ impl TestApp {
             payload_keys: format!(
                 "current = \"test-1\"\n[keys]\ntest-1 = \"{TEST_PAYLOAD_KEY}\"\n"
             ),
+            payloads_extra: String::new(),
             tls: None,
             admin_token: None,
         }

@@ -1,5 +1,6 @@
-//! `wharf payloads new-key|reencrypt`: make a payload key, and seal the stored payloads under
-//! the current one after a rotation (the pass is `crate::operator::payloads`).
+//! `wharf payloads new-key|reencrypt`: make a payload key, and seal the stored payloads (and
+//! link the inbox rows to them) under the current one after a rotation or an upgrade (the
+//! pass is `crate::operator::payloads`).
 
 use std::path::Path;
 
@@ -17,8 +18,10 @@ pub enum PayloadsCommand {
         #[arg(long)]
         id: String,
     },
-    /// Seal every stored payload not under the current key with it, in bounded batches
-    /// (safe beside serving; run it again after an interruption).
+    /// Seal every stored payload not under the current key with it, then carry every inbox
+    /// row's link to its payload over to that key, in bounded batches (safe beside serving;
+    /// run it again after an interruption). Rows from before encryption or before links are
+    /// sealed and linked only with `[payloads] upgrade_legacy_rows`.
     Reencrypt {
         #[arg(long, default_value_t = 500)]
         batch: i64,
@@ -47,15 +50,31 @@ async fn reencrypt(config: &Config, batch: i64) -> anyhow::Result<()> {
         .connect(config.database_url())
         .await?;
     let done = crate::operator::payloads::reencrypt(&pool, &keys, batch, |so_far| {
-        eprintln!("resealed {} of {} found", so_far.resealed, so_far.found);
+        eprintln!(
+            "resealed {} of {} payloads found; relinked {} of {} events found",
+            so_far.resealed, so_far.found, so_far.relinked, so_far.links_found
+        );
     })
     .await?;
     println!("{}", serde_json::to_string(&done)?);
+    let legacy = match keys.accepts_legacy_rows() {
+        true => "",
+        false => {
+            " (rows from before encryption or before links are refused unless [payloads] \
+             upgrade_legacy_rows is on)"
+        }
+    };
     anyhow::ensure!(
         done.unreadable.is_empty(),
-        "{} payloads did not open with the configured keys (listed above); they keep their \
-         old key",
+        "{} payloads did not open with the configured keys (listed above){legacy}; they keep \
+         their old key",
         done.unreadable.len()
+    );
+    anyhow::ensure!(
+        done.refused_links_total == 0,
+        "{} events' links to their payloads did not verify (listed above, at most 1000){legacy}; \
+         they are refused on every read",
+        done.refused_links_total
     );
     Ok(())
 }

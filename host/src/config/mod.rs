@@ -231,6 +231,7 @@ impl Config {
         self.server.knob_problems(p, &Place::section("server"));
         self.database.knob_problems(p, &Place::section("database"));
         self.adapters.knob_problems(p, &Place::section("adapters"));
+        self.payloads.knob_problems(p, &Place::section("payloads"));
         self.worker.knob_problems(p, &Place::section("worker"));
         if let Some(nats) = &self.nats {
             nats.knob_problems(p, &Place::section("nats"));
@@ -279,13 +280,15 @@ impl Config {
     }
 
     /// The payload keys: the key file, then `WHARF_PAYLOAD_KEY` (read now, never stored in
-    /// the config, which is cloned and may be printed).
+    /// the config, which is cloned and may be printed), accepting legacy rows only with
+    /// `[payloads] upgrade_legacy_rows`.
     pub fn payload_keys(&self) -> anyhow::Result<PayloadKeys> {
         let env = std::env::var(sealing::KEY_ENV).ok().map(Zeroizing::new);
         Ok(PayloadKeys::load(
             self.payloads.key_file.as_deref(),
             env.as_ref().map(|v| v.as_str()),
-        )?)
+        )?
+        .accepting_legacy_rows(self.payloads.upgrade_legacy_rows))
     }
 
     pub fn database_url(&self) -> &str {

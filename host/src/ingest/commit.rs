@@ -34,15 +34,15 @@ use futures::future::BoxFuture;
 use sha2::{Digest, Sha256};
 use sqlx::PgPool;
 use time::OffsetDateTime;
-use tokio::sync::{Notify, Semaphore, mpsc, oneshot};
+use tokio::sync::{Notify, Semaphore, mpsc};
 use uuid::Uuid;
 
 use super::handoff::{Claim, Handoff, Reservation};
-use super::rows::{Acceptance, NewEvent, StoreError, StoredVersion, Submission, redact_db};
+use super::pending::Pending;
+use super::rows::{Acceptance, NewEvent, StoreError, StoredVersion, redact_db};
 use crate::support::columns::column;
 use crate::support::ids;
 use crate::support::metrics::Metrics;
-use crate::support::sealing::{PayloadKeys, Sealed};
 
 /// How acceptance transactions are formed (`[database] accept_*`).
 #[derive(Debug, Clone, Copy)]
@@ -72,36 +72,6 @@ impl Default for CommitSettings {
             timeout: Duration::from_millis(1500),
             notices_published: false,
         }
-    }
-}
-
-pub(super) type Reply = oneshot::Sender<Result<Vec<Acceptance>, StoreError>>;
-
-/// One request's submission waiting for its transaction. The payload's id, hash and sealed
-/// bytes are computed by the request's own task, not by the writer.
-pub(super) struct Pending {
-    submission: Submission,
-    payload_ref: Uuid,
-    payload_hash: [u8; 32],
-    /// The body as stored: compressed and encrypted for this `payload_ref`.
-    sealed: Sealed,
-    reply: Reply,
-}
-
-impl Pending {
-    pub(super) fn new(submission: Submission, keys: &PayloadKeys, reply: Reply) -> Self {
-        let payload_ref = ids::id_at(submission.received_at);
-        Self {
-            payload_ref,
-            payload_hash: Sha256::digest(&submission.payload).into(),
-            sealed: keys.seal(payload_ref, &submission.payload),
-            submission,
-            reply,
-        }
-    }
-
-    fn events(&self) -> usize {
-        self.submission.events.len()
     }
 }
 
@@ -285,10 +255,12 @@ pub(super) fn commit<'a>(
     })
 }
 
-/// One distinct logical event of a batch, owned by the request where it first appears.
+/// One distinct logical event of a batch, owned by the request where it first appears (its
+/// `index`th event).
 struct Row<'a> {
     inbox_id: Uuid,
     owner: usize,
+    index: usize,
     event: &'a NewEvent,
 }
 
@@ -309,7 +281,7 @@ async fn insert(
     let mut slots: Vec<Vec<Slot>> = Vec::with_capacity(batch.len());
     for (owner, pending) in batch.iter().enumerate() {
         let mut mine = Vec::with_capacity(pending.events());
-        for event in &pending.submission.events {
+        for (nth, event) in pending.submission.events.iter().enumerate() {
             let key = (
                 event.provider.as_str(),
                 event.endpoint_id.as_str(),
@@ -319,8 +291,9 @@ async fn insert(
             let row = *index.entry(key).or_insert(next);
             if row == next {
                 rows.push(Row {
-                    inbox_id: ids::id_at(pending.submission.received_at),
+                    inbox_id: pending.rows[nth].0,
                     owner,
+                    index: nth,
                     event,
                 });
             }
@@ -349,11 +322,11 @@ async fn insert(
     locks.dedup();
     // One round trip: the locks, then the lookup and inserts, in one transaction
     // (`wharf_accept`, migration 20261203000002, says how its two queries keep the locks'
-    // guarantee; 20261203100001 added the last three arguments).
+    // guarantee; 20261203100001 added three arguments, 20261204090001 the rows' links).
     let resolved: Vec<(Uuid, Uuid, bool)> = sqlx::query_as(
         "SELECT row_id, stored_id, fresh FROM wharf_accept($25, $1, $2, $3, $4, $5, $6, $7,
             $8, $9, $10, $11, $12, $13, $14, $15, $16, $20, $21, $24, $22, $17, $18, $19, $23,
-            $26, $27, $28)",
+            $26, $27, $28, $29, $30)",
     )
     .bind(columns.inbox_ids)
     .bind(columns.providers)
@@ -390,6 +363,8 @@ async fn insert(
     .bind(notices_published)
     .bind(&claim_ids)
     .bind(lease_secs)
+    .bind(columns.link_keys)
+    .bind(columns.links)
     .fetch_all(pool)
     .await?;
 
@@ -457,6 +432,8 @@ fn leased_claim(row: &Row<'_>, pending: &Pending, claim_id: Uuid, claimed_at: Sy
         version,
         payload_ref: pending.payload_ref,
         payload_span: e.payload_span,
+        payload_hash: pending.payload_hash.to_vec(),
+        payload_link: Some(pending.rows[row.index].1.clone()),
         attempt: 1,
         claim_id,
         trace_context: pending.submission.trace_context.clone(),
@@ -511,6 +488,9 @@ struct Columns<'a> {
     dedup_floors: Vec<Uuid>,
     /// The owning request's span (`traceparent`), when tracing is on.
     trace_contexts: Vec<Option<&'a str>>,
+    /// Each row's link to its payload: the key id and the tag (`pending`).
+    link_keys: Vec<&'a str>,
+    links: Vec<&'a [u8]>,
 }
 
 impl<'a> Columns<'a> {
@@ -536,14 +516,20 @@ impl<'a> Columns<'a> {
             received_at: Vec::with_capacity(n),
             dedup_floors: Vec::with_capacity(n),
             trace_contexts: Vec::with_capacity(n),
+            link_keys: Vec::with_capacity(n),
+            links: Vec::with_capacity(n),
         };
         for &r in order {
             let Row {
                 inbox_id,
                 owner,
+                index,
                 event,
             } = rows[r];
             let pending = &batch[owner];
+            let link = &pending.rows[index].1;
+            c.link_keys.push(&link.key_id);
+            c.links.push(&link.tag);
             let (kind, version) = version_columns(event.object_version);
             c.inbox_ids.push(inbox_id);
             c.providers.push(&event.provider);

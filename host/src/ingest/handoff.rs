@@ -19,6 +19,8 @@ use std::time::{Duration, SystemTime};
 
 use uuid::Uuid;
 
+use crate::support::payload_link::LinkTag;
+
 /// One claimed inbox row. `claim_id` is the lease token, fresh for every claim and never
 /// reused (replay and giving a claim back leave it unmatched): every later update of the row
 /// requires it unchanged. `attempt` is the attempt count after claiming, for backoff only.
@@ -35,6 +37,10 @@ pub struct Claim {
     pub payload_ref: Uuid,
     /// The event's byte range of the payload (`payload_start`, `payload_end`); `None`: all of it.
     pub payload_span: Option<(i64, i64)>,
+    /// The whole payload's SHA-256 (`payload_hash`) and the row's link tag (`None`: a row
+    /// from before links): what `processing::payloads` checks before using the body.
+    pub payload_hash: Vec<u8>,
+    pub payload_link: Option<LinkTag>,
     pub attempt: i32,
     pub claim_id: Uuid,
     /// The accepting request's `traceparent` (`[tracing]` on where it was accepted).
@@ -174,6 +180,8 @@ impl Claim {
             version: None,
             payload_ref: Uuid::from_u128(n),
             payload_span: None,
+            payload_hash: vec![0; 32],
+            payload_link: None,
             attempt: 1,
             claim_id: Uuid::from_u128(n),
             trace_context: None,

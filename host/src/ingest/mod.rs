@@ -10,6 +10,7 @@
 //! - `admission`: past capacity, refuse at once what could not be answered in the budget
 //! - `store`: Postgres: migrations and `accept`, the one way events are stored
 //! - `commit`: group commit behind `accept`: requests that arrive together share a transaction
+//! - `pending`: a request made ready for its transaction: payload sealed, each event's row linked
 //! - `handoff`: events leased at acceptance to this host's workers, handed over in memory
 //! - `rows`: what acceptance writes and answers, and `StoreError`
 //! - `redacted`: `.redacted()?`, a database error that shows only its redacted text
@@ -20,6 +21,7 @@ mod commit;
 mod error;
 mod handoff;
 mod handshake;
+mod pending;
 mod pipeline;
 mod rate_limit;
 mod redacted;

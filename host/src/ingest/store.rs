@@ -11,8 +11,9 @@ use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use tokio::sync::oneshot;
 
-use super::commit::{self, CommitSettings, GroupCommit, Pending};
+use super::commit::{self, CommitSettings, GroupCommit};
 use super::handoff::Handoff;
+use super::pending::Pending;
 use super::rows::{Acceptance, StoreError, Submission};
 use crate::support::metrics::Metrics;
 use crate::support::sealing::PayloadKeys;

@@ -4,12 +4,13 @@
 use base64::Engine as _;
 use serde::Serialize;
 use sqlx::PgPool;
+use sqlx::Row as _;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
 use super::error::OperatorError;
 use super::shared::{MAX_COUNTED, matches_text, one_of, thousands};
-use crate::processing::{StoredPayload, event_bytes};
+use crate::processing::{LINK_COLUMNS, LinkRow, StoredPayload, event_bytes};
 use crate::support::sealing::PayloadKeys;
 
 #[derive(Debug, Clone, Default)]
@@ -153,26 +154,24 @@ pub async fn show(
     event["processed_marker"] = processed.unwrap_or(serde_json::Value::Null);
     if let Some(keys) = payload_keys {
         // The event's own span of a batch's body (as processing and deliveries see it), or
-        // the whole body; none when the body is gone.
-        // payload_ref, key_id, body, payload_start, payload_end
-        type Row = (Uuid, Option<String>, Vec<u8>, Option<i64>, Option<i64>);
-        let row: Option<Row> = sqlx::query_as(
-            "SELECT p.payload_ref, p.key_id, p.body, i.payload_start, i.payload_end
+        // the whole body, once the event's link to it checks; none when the body is gone.
+        let row = sqlx::query(&format!(
+            "SELECT p.payload_ref, p.key_id, p.body, {LINK_COLUMNS}
                  FROM webhook_payloads p JOIN webhook_inbox i
-                 ON i.raw_payload_ref = p.payload_ref WHERE i.inbox_id = $1",
-        )
+                 ON i.raw_payload_ref = p.payload_ref WHERE i.inbox_id = $1"
+        ))
         .bind(inbox_id)
         .fetch_optional(pool)
         .await?;
         event["payload"] = match row {
             None => serde_json::Value::Null,
-            Some((payload_ref, key_id, body, start, end)) => {
+            Some(row) => {
                 let stored = StoredPayload {
-                    payload_ref,
-                    key_id,
-                    body,
+                    payload_ref: row.try_get(0)?,
+                    key_id: row.try_get(1)?,
+                    body: row.try_get(2)?,
                 };
-                match event_bytes(keys, Some(&stored), start.zip(end)) {
+                match event_bytes(keys, &LinkRow::read(&row, 3)?, Some(&stored)) {
                     Err(e) => serde_json::json!({ "error": e.to_string() }),
                     Ok(bytes) => match String::from_utf8(bytes) {
                         Ok(text) => serde_json::json!({ "utf8": text }),

@@ -37,7 +37,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::context::{MIN_IDLE, Processing, wait_for_work};
-use super::payloads::{PayloadError, StoredPayload, event_bytes};
+use super::payloads::{LINK_COLUMNS, LinkRow, PayloadError, StoredPayload, event_bytes};
 use super::signing;
 use crate::config::{RouteConfig, SinkKind};
 use crate::ingest::Redacted;
@@ -243,7 +243,7 @@ impl DeliveryRelay {
              SELECT c.delivery_id, c.inbox_id, c.sink, c.target, c.attempt_count,
                     c.max_attempts, i.endpoint_id, i.provider_event_id, i.event_type,
                     pl.body, c.claim_id, pl.payload_ref, pl.key_id, i.payload_start,
-                    i.payload_end, i.received_at, i.trace_context
+                    i.payload_end, i.received_at, i.trace_context, {LINK_COLUMNS}
              FROM claimed c
              JOIN webhook_inbox i ON i.inbox_id = c.inbox_id
              LEFT JOIN webhook_payloads pl ON pl.payload_ref = i.raw_payload_ref"
@@ -258,9 +258,8 @@ impl DeliveryRelay {
             .fetch_all(&p.pool)
             .await
             .redacted()?;
-        Ok(rows
-            .into_iter()
-            .map(|r| Claimed {
+        let claimed = rows.into_iter().map(|r| {
+            Ok(Claimed {
                 delivery_id: r.get(0),
                 inbox_id: r.get(1),
                 sink: r.get(2),
@@ -270,7 +269,8 @@ impl DeliveryRelay {
                 endpoint_id: r.get(6),
                 event_id: r.get(7),
                 event_type: r.get(8),
-                // Sealed whole; opened here and cut to the event's span (`payloads`).
+                // Sealed whole; opened here, once the event's link to it checks, and cut to
+                // the event's span (`payloads`).
                 body: {
                     let stored = r
                         .get::<Option<Uuid>, _>(11)
@@ -279,14 +279,14 @@ impl DeliveryRelay {
                             key_id: r.get(12),
                             body: r.get(9),
                         });
-                    let span = r.get::<Option<i64>, _>(13).zip(r.get::<Option<i64>, _>(14));
-                    event_bytes(&p.payload_keys, stored.as_ref(), span)
+                    event_bytes(&p.payload_keys, &LinkRow::read(&r, 17)?, stored.as_ref())
                 },
                 claim_id: r.get(10),
                 received_at: r.get(15),
                 trace_context: r.get(16),
             })
-            .collect())
+        });
+        Ok(claimed.collect::<Result<_, sqlx::Error>>()?)
     }
 
     fn longest_timeout(&self) -> Duration {

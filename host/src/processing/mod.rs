@@ -26,7 +26,7 @@ mod worker;
 pub use context::Processing;
 pub use deliveries::{DeliveryRelay, Lane};
 pub use outbox::OutboxRelay;
-pub use payloads::{PayloadError, StoredPayload, event_bytes, event_span};
+pub use payloads::{LINK_COLUMNS, LinkRow, PayloadError, StoredPayload, event_bytes, event_span};
 pub use reconcile::{Audit, Reconciler};
 pub use signing::check_signing_sets;
 pub use worker::{Claim, Effect, Worker};

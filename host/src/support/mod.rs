@@ -2,10 +2,12 @@
 
 pub mod clock;
 pub mod columns;
+pub mod compression;
 pub mod failpoint;
 pub mod file_modes;
 pub mod ids;
 pub mod metrics;
+pub mod payload_link;
 pub mod redact;
 pub mod sealing;
 pub mod shown;

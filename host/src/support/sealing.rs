@@ -11,8 +11,12 @@
 //! key_file` (TOML: `current = "<id>"` and `[keys] "<id>" = "<base64 of 32 bytes>"`) and
 //! `WHARF_PAYLOAD_KEY=<id>:<base64>` (added, and made current). Every key listed opens; only
 //! the current one seals.
+//!
+//! Each key also tags the links from inbox rows to payloads (`payload_link`). Rows from before
+//! encryption (no key id, plaintext) or before links (no tag) are refused unless the key set
+//! accepts legacy rows (`[payloads] upgrade_legacy_rows`, for the upgrade only): anyone who
+//! can write the database could write such a row.
 
-use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
@@ -24,21 +28,12 @@ use serde::Deserialize;
 use uuid::Uuid;
 use zeroize::Zeroizing;
 
+use super::compression::{compress, decompress};
+use super::payload_link::{Link, LinkKey, LinkTag};
+
 /// The first byte of every sealed body: how the rest is laid out.
 const FORMAT_V1: u8 = 1;
 const NONCE_LEN: usize = 24;
-/// What the sealed plaintext starts with: the body as is, lz4 with its size in front (bodies
-/// sealed before zstd; still opened), or one zstd frame that states its size.
-const RAW: u8 = 0;
-const LZ4: u8 = 1;
-const ZSTD: u8 = 2;
-/// zstd's fastest regular level: on the benchmark's JSON bodies it stores 1.45 times less than
-/// lz4 (ratio 4.1 against 2.85) at about 290 MB/s, a few tens of microseconds for a 10 KiB
-/// body. Higher levels gain little on bodies this small.
-const ZSTD_LEVEL: i32 = 1;
-/// No body is larger (the largest body limit there is); a sealed size claiming more is
-/// refused before anything is allocated.
-const MAX_OPENED_BYTES: usize = 64 << 20;
 /// Key ids go into the database beside each row; keep them short and printable.
 const MAX_KEY_ID_BYTES: usize = 64;
 
@@ -61,17 +56,38 @@ pub enum OpenError {
     /// Tampered with, corrupted, or moved from another row: never a wrong plaintext.
     #[error("the payload does not open under key {0:?} (corrupted, or not this row's)")]
     Rejected(String),
+    /// A body stored before encryption, or written by hand: nothing says it was received.
+    #[error(
+        "the payload is stored unsealed (no key id): refused unless [payloads] \
+         upgrade_legacy_rows is on"
+    )]
+    Unsealed,
+    /// An inbox row without a link tag: from before links, or written by hand.
+    #[error(
+        "the event has no link tag to its payload: refused unless [payloads] \
+         upgrade_legacy_rows is on"
+    )]
+    Unlinked,
+    /// The row's fields, payload reference or span are not what was tagged at acceptance.
+    #[error(
+        "the event's link to its payload does not verify under key {0:?} (the row was \
+         changed, or points at another event's payload)"
+    )]
+    LinkRejected(String),
 }
 
 /// One 256-bit key; its bytes never appear in `Debug` or a log line.
 struct Key {
     cipher: XChaCha20Poly1305,
+    link: LinkKey,
 }
 
 /// The payload keys of this host: which one seals, and every one that opens.
 pub struct PayloadKeys {
     current: String,
     keys: BTreeMap<String, Key>,
+    /// Rows without a key id or a link tag are read as they are (the upgrade setting).
+    legacy_rows: bool,
 }
 
 impl fmt::Debug for PayloadKeys {
@@ -79,6 +95,7 @@ impl fmt::Debug for PayloadKeys {
         f.debug_struct("PayloadKeys")
             .field("current", &self.current)
             .field("ids", &self.keys.keys().collect::<Vec<_>>())
+            .field("legacy_rows", &self.legacy_rows)
             .finish()
     }
 }
@@ -145,7 +162,11 @@ impl PayloadKeys {
                  at rest; `wharf payloads new-key` makes one)"
             ))
         })?;
-        Ok(Self { current, keys })
+        Ok(Self {
+            current,
+            keys,
+            legacy_rows: false,
+        })
     }
 
     /// One key, current (tests and the dev command).
@@ -155,6 +176,45 @@ impl PayloadKeys {
         Self {
             current: id.to_owned(),
             keys,
+            legacy_rows: false,
+        }
+    }
+
+    /// Whether rows stored before encryption or before links are read as they are (and
+    /// sealed and linked by `wharf payloads reencrypt`); off unless the upgrade setting says.
+    pub fn accepting_legacy_rows(mut self, on: bool) -> Self {
+        self.legacy_rows = on;
+        self
+    }
+
+    pub fn accepts_legacy_rows(&self) -> bool {
+        self.legacy_rows
+    }
+
+    /// The tag binding an inbox row to its payload, under the current key.
+    pub fn link_tag(&self, link: &Link<'_>) -> LinkTag {
+        LinkTag {
+            key_id: self.current.clone(),
+            tag: self.keys[&self.current].link.tag(link),
+        }
+    }
+
+    /// Checks an inbox row's link against the tag stored with it; `None` is a row from
+    /// before links, accepted only with legacy rows.
+    pub fn check_link(&self, link: &Link<'_>, stored: Option<&LinkTag>) -> Result<(), OpenError> {
+        let Some(LinkTag { key_id, tag }) = stored else {
+            return match self.legacy_rows {
+                true => Ok(()),
+                false => Err(OpenError::Unlinked),
+            };
+        };
+        let key = self
+            .keys
+            .get(key_id)
+            .ok_or_else(|| OpenError::UnknownKey(key_id.clone()))?;
+        match key.link.verify(link, tag) {
+            true => Ok(()),
+            false => Err(OpenError::LinkRejected(key_id.clone())),
         }
     }
 
@@ -197,7 +257,7 @@ impl PayloadKeys {
     }
 
     /// The body of row `payload_ref`, sealed under `key_id`; `None` as key id is a body stored
-    /// before encryption, returned as it is.
+    /// before encryption, returned as it is only with legacy rows.
     pub fn open(
         &self,
         payload_ref: Uuid,
@@ -205,7 +265,10 @@ impl PayloadKeys {
         stored: &[u8],
     ) -> Result<Vec<u8>, OpenError> {
         let Some(key_id) = key_id else {
-            return Ok(stored.to_vec());
+            return match self.legacy_rows {
+                true => Ok(stored.to_vec()),
+                false => Err(OpenError::Unsealed),
+            };
         };
         let rejected = || OpenError::Rejected(key_id.to_owned());
         let key = self
@@ -229,70 +292,8 @@ impl PayloadKeys {
                 )
                 .map_err(|_| rejected())?,
         );
-        let (&kind, data) = plain.split_first().ok_or_else(rejected)?;
-        match kind {
-            RAW => Ok(data.to_vec()),
-            LZ4 => {
-                let size = data
-                    .get(..4)
-                    .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize)
-                    .ok_or_else(rejected)?;
-                if size > MAX_OPENED_BYTES {
-                    return Err(rejected());
-                }
-                lz4_flex::block::decompress_size_prepended(data).map_err(|_| rejected())
-            }
-            ZSTD => decompress_zstd(data).ok_or_else(rejected),
-            _ => Err(rejected()),
-        }
+        decompress(&plain).ok_or_else(rejected)
     }
-}
-
-thread_local! {
-    // A compression context holds about a megabyte of tables: one per thread, reused, rather
-    // than one made and freed for every body.
-    static COMPRESSOR: RefCell<Option<zstd::bulk::Compressor<'static>>> = const { RefCell::new(None) };
-    static DECOMPRESSOR: RefCell<Option<zstd::bulk::Decompressor<'static>>> = const { RefCell::new(None) };
-}
-
-/// The plaintext to seal: the kind byte, then the body compressed if that made it smaller.
-fn compress(body: &[u8]) -> Vec<u8> {
-    let compressed = COMPRESSOR.with_borrow_mut(|slot| {
-        if slot.is_none() {
-            *slot = zstd::bulk::Compressor::new(ZSTD_LEVEL).ok();
-        }
-        slot.as_mut()?.compress(body).ok()
-    });
-    let mut plain = Vec::new();
-    match compressed {
-        Some(frame) if frame.len() < body.len() => {
-            plain.reserve_exact(1 + frame.len());
-            plain.push(ZSTD);
-            plain.extend_from_slice(&frame);
-        }
-        _ => {
-            plain.reserve_exact(1 + body.len());
-            plain.push(RAW);
-            plain.extend_from_slice(body);
-        }
-    }
-    plain
-}
-
-/// One zstd frame back to the body. The frame states its size, which must be there and within
-/// bounds before anything is allocated, and the output must be exactly that size.
-fn decompress_zstd(frame: &[u8]) -> Option<Vec<u8>> {
-    let size = zstd::zstd_safe::get_frame_content_size(frame).ok()??;
-    let size = usize::try_from(size)
-        .ok()
-        .filter(|&s| s <= MAX_OPENED_BYTES)?;
-    let body = DECOMPRESSOR.with_borrow_mut(|slot| {
-        if slot.is_none() {
-            *slot = zstd::bulk::Decompressor::new().ok();
-        }
-        slot.as_mut()?.decompress(frame, size).ok()
-    })?;
-    (body.len() == size).then_some(body)
 }
 
 /// A new random key as a key file line and as the environment value.
@@ -306,6 +307,7 @@ impl Key {
     fn new(bytes: &[u8; 32]) -> Self {
         Self {
             cipher: XChaCha20Poly1305::new(bytes.into()),
+            link: LinkKey::derive(bytes),
         }
     }
 }
@@ -344,6 +346,7 @@ fn associated_data(payload_ref: Uuid, key_id: &str) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::compression::{LZ4, MAX_OPENED_BYTES, ZSTD};
     use super::*;
 
     fn keys() -> PayloadKeys {

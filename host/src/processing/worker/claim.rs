@@ -10,6 +10,7 @@ use uuid::Uuid;
 use super::decide::{Effect, object};
 use crate::ingest::{Claim, redact_db};
 use crate::processing::context::Processing;
+use crate::support::payload_link::LinkTag;
 
 /// What ingest leased to this host's workers at acceptance, else a claim from the database;
 /// in version order either way.
@@ -57,7 +58,7 @@ async fn claim(p: &Processing) -> anyhow::Result<Vec<Claim>> {
          RETURNING i.inbox_id, i.provider, i.endpoint_id, i.provider_event_id, i.event_type,
                    i.object_id, i.object_version_kind, i.object_version, i.raw_payload_ref,
                    i.attempt_count, i.claim_id, i.payload_start, i.payload_end,
-                   i.trace_context",
+                   i.trace_context, i.payload_hash, i.payload_link_key, i.payload_link",
     )
     .bind(i64::from(w.batch_size))
     .bind(w.lease_secs as f64)
@@ -78,6 +79,11 @@ async fn claim(p: &Processing) -> anyhow::Result<Vec<Claim>> {
             payload_ref: r.get(8),
             // Both or neither (a CHECK on the table).
             payload_span: r.get::<Option<i64>, _>(11).zip(r.get::<Option<i64>, _>(12)),
+            payload_hash: r.get(14),
+            payload_link: r
+                .get::<Option<String>, _>(15)
+                .zip(r.get::<Option<Vec<u8>>, _>(16))
+                .map(|(key_id, tag)| LinkTag { key_id, tag }),
             attempt: r.get(9),
             claim_id: r.get(10),
             trace_context: r.get(13),

@@ -289,7 +289,7 @@ impl Worker {
                 None => {}
                 Some(Some(done)) => live.push((i, Some(*done))),
                 Some(None) if !needs_body(claim) => live.push((i, None)),
-                Some(None) => match bodies.event(claim.payload_ref, claim.payload_span) {
+                Some(None) => match bodies.event(&p.payload_keys, claim) {
                     Ok(_) => live.push((i, None)),
                     Err(why) if why.is_transient() => committed
                         .left_out
@@ -320,7 +320,7 @@ impl Worker {
                     claim,
                     existing: stored.contains_key(&key),
                     state: keeps_document(p, claim)
-                        .then(|| bodies.event(claim.payload_ref, claim.payload_span).ok())
+                        .then(|| bodies.event(&p.payload_keys, claim).ok())
                         .flatten()
                         .and_then(storable_json),
                 }
