@@ -72,7 +72,9 @@ async fn uploads_that_declared_large_bodies_and_stalled_hold_only_what_they_sent
         uploads.push(stalled(&app, MIB, sent).await);
     }
     wait_reserved(&app, 16 * sent).await;
-    let answer = app.post_github(b"{\"zen\":\"open\"}".to_vec(), "open").await;
+    let answer = app
+        .post_github(b"{\"zen\":\"open\"}".to_vec(), "open")
+        .await;
     answer.assert_accepted("with 16 stalled uploads");
     for upload in &mut uploads {
         assert!(unanswered(upload).await, "a stalled upload was answered");
@@ -103,14 +105,19 @@ async fn when_the_budget_is_full_the_slowest_upload_gives_way_to_a_new_request()
     // Both past their grace period (`body_grace_ms`, a second).
     tokio::time::sleep(Duration::from_millis(1100)).await;
 
-    let answer = app.post_github(b"{\"zen\":\"room\"}".to_vec(), "room").await;
+    let answer = app
+        .post_github(b"{\"zen\":\"room\"}".to_vec(), "room")
+        .await;
     answer.assert_accepted("the budget was full");
     let (gave_way, closed) = read_until_closed(&mut first, Duration::from_secs(5)).await;
     assert!(closed, "{gave_way}");
     assert!(gave_way.starts_with("HTTP/1.1 503"), "{gave_way}");
     assert!(gave_way.contains(r#""error":"overloaded""#), "{gave_way}");
     assert!(gave_way.to_ascii_lowercase().contains("retry-after: 5"));
-    assert!(unanswered(&mut second).await, "the faster upload was answered");
+    assert!(
+        unanswered(&mut second).await,
+        "the faster upload was answered"
+    );
     wait_reserved(&app, held).await;
     assert_eq!(app.count("webhook_inbox").await, 1);
 }
@@ -313,7 +320,9 @@ async fn signed_requests_keep_their_2xx_under_stalled_uploads_and_a_flood_of_str
     while started.elapsed() < Duration::from_secs(8) {
         let sent = Instant::now();
         let delivery = format!("signed-{signed}");
-        let answer = app.post_github(b"{\"zen\":\"signed\"}".to_vec(), &delivery).await;
+        let answer = app
+            .post_github(b"{\"zen\":\"signed\"}".to_vec(), &delivery)
+            .await;
         let took = sent.elapsed();
         answer.assert_accepted(format!("{delivery} after {took:?}"));
         assert!(took < Duration::from_secs(2), "{delivery} took {took:?}");

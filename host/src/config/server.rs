@@ -202,10 +202,7 @@ mod tests {
                 "client_rate_burst = 0\n",
                 "client_rate_burst = 0 is out of range",
             ),
-            (
-                "body_grace_ms = 99\n",
-                "body_grace_ms = 99 is out of range",
-            ),
+            ("body_grace_ms = 99\n", "body_grace_ms = 99 is out of range"),
             (
                 "body_min_bytes_per_second = 0\n",
                 "body_min_bytes_per_second = 0 is out of range",

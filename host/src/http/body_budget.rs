@@ -137,8 +137,7 @@ impl BodyBudget {
             metrics,
         };
         let first = declared.unwrap_or(limit).min(limit).min(FIRST_BYTES);
-        if (self.bytes.available_permits() as u64) < first && self.victims(None, first).is_none()
-        {
+        if (self.bytes.available_permits() as u64) < first && self.victims(None, first).is_none() {
             return Err(IngestError::Overloaded);
         }
         let me = self.register();

@@ -11,8 +11,8 @@
 //! - `tls`: HTTPS from certificate and key files, swapped when they change (`CertStore`)
 
 mod admin;
-mod body_budget;
 mod admin_api;
+mod body_budget;
 mod client;
 mod connections;
 mod listener;
