@@ -183,7 +183,7 @@ fn raise_open_files(needed: u64) -> u64 {
             libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
         }
     }
-    limit.rlim_cur as u64
+    limit.rlim_cur
 }
 
 /// What the attacking connections got, over the whole run.
