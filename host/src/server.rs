@@ -6,14 +6,13 @@ use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::adapter::{Sandbox, SandboxLimits};
 use crate::config::{self, Config};
 use crate::http::{
-    AdminApi, CertStore, ConnLimits, HttpState, Listener, TrustedProxies, admin_router,
+    AdminApi, BodyBudget, CertStore, ConnLimits, HttpState, Listener, TrustedProxies, admin_router,
     processing_admin_router, public_router, serve_on,
 };
 use crate::ingest::Store;
@@ -169,8 +168,7 @@ impl Server {
             ingest: Arc::clone(&ingest),
             max_headers: config.server.max_headers,
             max_header_bytes: config.server.max_header_bytes,
-            body_budget: Arc::new(Semaphore::new(config.server.max_buffered_bytes as usize)),
-            body_timeout: config.server.body_timeout(),
+            body_budget: Arc::new(BodyBudget::new(&config.server)),
             client_limits: Arc::new(ClientLimits::new(config.server.client_rate_limit())),
         };
         let limits = ConnLimits::new(&config.server);

@@ -22,7 +22,8 @@ fn head(len: usize) -> String {
 const SHED_ANSWERED: &str = "wharf_connections_shed_total{outcome=\"answered\"}";
 const SHED_CLOSED: &str = "wharf_connections_shed_total{outcome=\"closed\"}";
 
-/// A connection serving a request: its head is in, its 23-byte body only half.
+/// A connection serving a request: its head is in, its 23-byte body only half (held past a
+/// second only with a long `body_grace_ms`, or the minimum body rate cuts it).
 async fn request_still_coming(app: &TestApp) -> TcpStream {
     let mut stream = TcpStream::connect(app.addr).await.unwrap();
     stream.write_all(head(23).as_bytes()).await.unwrap();
@@ -121,15 +122,18 @@ async fn a_stalled_body_is_answered_408_and_closed_after_the_body_deadline() {
     assert!(metrics.lines().any(|l| l == line), "{metrics}");
 }
 
+/// When the budget is full and no upload may give way (none is past its grace period), a
+/// request is refused from its head alone.
 #[tokio::test]
 async fn past_the_body_budget_requests_get_503_overloaded_before_their_body_is_read() {
     let mib = 1usize << 20;
+    let held = mib - 1;
     let app = TestApp::builder()
         .write_config()
         .await
         .append_server_toml(&format!(
-            "max_buffered_bytes = {}\nbody_timeout_ms = 120000",
-            3 * mib
+            "max_buffered_bytes = {}\nbody_timeout_ms = 120000\nbody_grace_ms = 120000",
+            3 * held
         ))
         .start()
         .await;
@@ -138,10 +142,10 @@ async fn past_the_body_budget_requests_get_503_overloaded_before_their_body_is_r
     for _ in 0..3 {
         let mut stream = TcpStream::connect(app.addr).await.unwrap();
         stream.write_all(head(mib).as_bytes()).await.unwrap();
-        stream.write_all(&vec![b'a'; mib - 1]).await.unwrap();
+        stream.write_all(&vec![b'a'; held]).await.unwrap();
         stalled.push(stream);
     }
-    let full = format!("wharf_http_body_bytes_reserved {}", 3 * mib);
+    let full = format!("wharf_http_body_bytes_reserved {}", 3 * held);
     let deadline = Instant::now() + Duration::from_secs(30);
     while !app.metrics().await.lines().any(|l| l == full) {
         assert!(Instant::now() < deadline, "the budget never filled");
@@ -183,7 +187,7 @@ async fn past_the_body_budget_requests_get_503_overloaded_before_their_body_is_r
 #[tokio::test]
 async fn at_the_connection_cap_an_idle_connection_makes_room_and_a_busy_one_does_not() {
     let app = TestApp::builder()
-        .server_toml("max_connections = 2\nheader_timeout_ms = 60000")
+        .server_toml("max_connections = 2\nheader_timeout_ms = 60000\nbody_grace_ms = 60000")
         .start()
         .await;
     let request = b"GET /nothing-here HTTP/1.1\r\nhost: x\r\n\r\n";
@@ -271,7 +275,7 @@ async fn at_the_connection_cap_an_idle_connection_makes_room_and_a_busy_one_does
 #[tokio::test]
 async fn past_the_overflow_slots_a_connection_waits_its_turn_or_is_closed_at_once() {
     let app = TestApp::builder()
-        .server_toml("max_connections = 1\nheader_timeout_ms = 60000")
+        .server_toml("max_connections = 1\nheader_timeout_ms = 60000\nbody_grace_ms = 60000")
         .start()
         .await;
     // The one slot serves a request whose body is still coming.

@@ -47,12 +47,20 @@ section! {
         pub header_timeout_ms: u64 = 10_000; 100..=300_000,
         /// Longest time to receive a whole body once its head is in; then 408 and close.
         pub body_timeout_ms: u64 = 30_000; 100..=600_000,
+        /// How long a body may take before it is held to `body_min_bytes_per_second`, and
+        /// before it may be made to give way when the body budget is full (at most
+        /// `body_timeout_ms` applies).
+        pub body_grace_ms: u64 = 1_000; 100..=600_000,
+        /// After the grace period a body must keep coming at this rate on average: by
+        /// `grace + t` it has sent this times `t` bytes, or it is cut, 408 `body_timeout`.
+        pub body_min_bytes_per_second: u64 = 1024; 1..=1 << 30,
         /// Connections open at once per listener; past it, new ones wait in the kernel's backlog.
         pub max_connections: usize = 1024; 1..=100_000,
-        /// Body bytes that requests in flight may hold together. Each request reserves its
-        /// declared length (or its body limit when chunked) before reading; when that does not
-        /// fit, 503 `overloaded` without reading the body. At least one largest body must fit,
-        /// or no request could ever be read.
+        /// Body bytes that requests in flight may hold together, reserved as they arrive and
+        /// held until the answer. When they do not fit, the slowest uploads past their grace
+        /// period give way (503 `overloaded`); with none to, the newcomer is 503 `overloaded`
+        /// (from its head alone when its first bytes could not fit). At least one largest body
+        /// must fit, or no request could ever be read.
         pub max_buffered_bytes: u64 = 64 << 20;
             s.max_body_bytes..=16 << 30; "at least max_body_bytes",
         /// Longest a request admitted past the body read should wait for its answer under
@@ -126,6 +134,9 @@ impl ServerConfig {
     pub fn body_timeout(&self) -> Duration {
         Duration::from_millis(self.body_timeout_ms)
     }
+    pub fn body_grace(&self) -> Duration {
+        Duration::from_millis(self.body_grace_ms.min(self.body_timeout_ms))
+    }
 
     /// HTTPS or plain HTTP, a named admin token set, proxies that parse.
     pub(super) fn problems(&self, p: &mut Problems) {
@@ -174,6 +185,8 @@ mod tests {
         let config = config_with("server", "").unwrap();
         assert_eq!(config.server.header_timeout_ms, 10_000);
         assert_eq!(config.server.body_timeout_ms, 30_000);
+        assert_eq!(config.server.body_grace_ms, 1_000);
+        assert_eq!(config.server.body_min_bytes_per_second, 1024);
         assert_eq!(config.server.max_connections, 1024);
         assert_eq!(config.server.max_buffered_bytes, 64 << 20);
         assert_eq!(
@@ -191,6 +204,11 @@ mod tests {
             (
                 "client_rate_burst = 0\n",
                 "client_rate_burst = 0 is out of range",
+            ),
+            ("body_grace_ms = 99\n", "body_grace_ms = 99 is out of range"),
+            (
+                "body_min_bytes_per_second = 0\n",
+                "body_min_bytes_per_second = 0 is out of range",
             ),
         ] {
             let error = config_with("server", knob).unwrap_err().to_string();

@@ -2,6 +2,7 @@
 //! below them.
 //!
 //! - `public`: `POST /webhooks/{id}`: bounds, the exact raw bytes, the answer and its log line
+//! - `body_budget`: the bytes bodies hold together, reserved as they arrive; slow ones give way
 //! - `admin`: `/healthz`, `/readyz`, `/metrics`, and `wharf worker`'s admin
 //! - `admin_api`: `/admin/*` (events, deliveries, adapters) behind the admin bearer token
 //! - `listener`: accept, bound and serve connections; at the cap, make room or shed
@@ -11,6 +12,7 @@
 
 mod admin;
 mod admin_api;
+mod body_budget;
 mod client;
 mod connections;
 mod listener;
@@ -21,6 +23,7 @@ pub use admin::{METRICS_CONTENT_TYPE, admin_router, processing_admin_router};
 pub use admin_api::{
     AdminApi, AdminTokenError, MIN_TOKEN_BYTES, UnusableTokens, admin_tokens, client_token,
 };
+pub use body_budget::BodyBudget;
 pub use client::{ClientInfo, TrustedProxies};
 pub use listener::{ConnLimits, Listener, SHED_WITHIN, serve_on};
 pub use public::{HttpState, public_router};

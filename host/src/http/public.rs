@@ -5,7 +5,7 @@
 
 use std::net::IpAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use axum::Router;
 use axum::body::Body;
@@ -15,15 +15,13 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 
 use crate::adapter::Answer;
-use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde_json::json;
-use tokio::sync::Semaphore;
 
+use super::body_budget::BodyBudget;
 use super::client::ClientInfo;
 use crate::ingest::{
     ClientLimits, Ingest, IngestError, LimitScope, Outcome, RequestFacts, inbox_ids,
 };
-use crate::support::metrics::Metrics;
 use crate::support::traces::{KeyValue, SpanKind, TraceSpan};
 
 /// Seconds a client should wait before retrying a 503.
@@ -34,10 +32,10 @@ pub struct HttpState {
     pub ingest: Arc<Ingest>,
     pub max_headers: usize,
     pub max_header_bytes: usize,
-    /// Body bytes requests in flight may hold together (`[server] max_buffered_bytes`).
-    pub body_budget: Arc<Semaphore>,
-    /// Longest time to receive a body once its head is in (`[server] body_timeout_ms`).
-    pub body_timeout: Duration,
+    /// Body bytes requests in flight may hold together, and how a body is read under it
+    /// (`[server] max_buffered_bytes`, `body_timeout_ms`, `body_grace_ms`,
+    /// `body_min_bytes_per_second`).
+    pub body_budget: Arc<BodyBudget>,
     /// A bucket per client address (`[server] client_rate_per_second`, `client_rate_burst`).
     pub client_limits: Arc<ClientLimits>,
 }
@@ -251,7 +249,7 @@ async fn answer(
     // shedding at WARN at most once per 10 s.
     let shed = matches!(
         result,
-        Err(IngestError::Overloaded | IngestError::AtCapacity)
+        Err(IngestError::Overloaded | IngestError::GaveWay | IngestError::AtCapacity)
     );
     if status >= 500 && !shed {
         request_line!(tracing::Level::WARN);
@@ -309,23 +307,12 @@ async fn handle(
     if declared.is_some_and(|len| len > limit) {
         return Err(IngestError::PayloadTooLarge(limit));
     }
-    // Memory stays within the budget whatever clients do: the body's bytes are reserved
-    // before one is read (the limit when chunked), and a request that does not fit now is
-    // turned away unread. The reservation lives until the answer.
-    let exact = axum::body::HttpBody::size_hint(&body).exact();
-    let reserve = declared.or(exact).unwrap_or(limit);
-    let _reserved = Reservation::try_new(state, reserve)?;
-    // Streaming guard for chunked bodies: reading stops one byte past the limit. The deadline
-    // frees a reservation that a stalled client would otherwise hold forever.
-    let read = Limited::new(body, limit as usize).collect();
-    let body = match tokio::time::timeout(state.body_timeout, read).await {
-        Err(_) => return Err(IngestError::BodyTimeout),
-        Ok(Ok(collected)) => collected.to_bytes(),
-        Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => {
-            return Err(IngestError::PayloadTooLarge(limit));
-        }
-        Ok(Err(_)) => return Err(IngestError::IncompleteBody),
-    };
+    // Memory stays within the budget whatever clients do: bytes are reserved as they arrive,
+    // and held until the answer (`body_budget.rs`).
+    let (body, _held) = state
+        .body_budget
+        .read(body, declared, limit, state.ingest.metrics())
+        .await?;
     let outcome = state
         .ingest
         .process(
@@ -339,40 +326,6 @@ async fn handle(
         )
         .await?;
     Ok((outcome, admitted.adapter.info.ack.clone()))
-}
-
-/// Body bytes held from the budget until the request is answered, shown as a gauge.
-struct Reservation<'a> {
-    _permit: tokio::sync::OwnedSemaphorePermit,
-    bytes: i64,
-    metrics: &'a Metrics,
-}
-
-impl<'a> Reservation<'a> {
-    fn try_new(state: &'a HttpState, bytes: u64) -> Result<Self, IngestError> {
-        let permit = u32::try_from(bytes)
-            .ok()
-            .and_then(|n| {
-                Arc::clone(&state.body_budget)
-                    .try_acquire_many_owned(n)
-                    .ok()
-            })
-            .ok_or(IngestError::Overloaded)?;
-        let metrics = state.ingest.metrics();
-        let bytes = bytes as i64;
-        metrics.body_bytes_reserved(bytes);
-        Ok(Self {
-            _permit: permit,
-            bytes,
-            metrics,
-        })
-    }
-}
-
-impl Drop for Reservation<'_> {
-    fn drop(&mut self) {
-        self.metrics.body_bytes_reserved(-self.bytes);
-    }
 }
 
 /// Webhook bodies are JSON, form-encoded, XML or text; a missing type is allowed because some
@@ -461,7 +414,11 @@ fn error_response(e: &IngestError) -> Response {
     // The body was left unread (or half read): the connection cannot carry another request.
     if matches!(
         e,
-        IngestError::Overloaded | IngestError::BodyTimeout | IngestError::AtConnectionCap
+        IngestError::Overloaded
+            | IngestError::GaveWay
+            | IngestError::BodyTimeout
+            | IngestError::TooSlow
+            | IngestError::AtConnectionCap
     ) {
         response
             .headers_mut()

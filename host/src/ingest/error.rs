@@ -45,9 +45,14 @@ pub enum IngestError {
     /// (a check that skips the body, an unsigned timestamp, unbounded work): its fault, 503.
     #[error("adapter broke the verification contract")]
     AdapterContract(verify::ContractViolation),
-    /// The body budget cannot hold this request's body now; nothing of it was read.
+    /// The body budget cannot hold this request's body now, and no slower upload could give
+    /// way to it: refused from its head, or cut when a part of its body did not fit.
     #[error("too many request bodies in flight")]
     Overloaded,
+    /// This upload was among the slowest when the body budget was full, past its grace period,
+    /// and gave way to a new request (answered as `Overloaded`: the client should retry).
+    #[error("too many request bodies in flight")]
+    GaveWay,
     /// More requests are in flight than could be answered within the answer budget; this one
     /// is refused before the adapter runs (its body was read, the connection stays usable).
     #[error("more requests than can be answered in time")]
@@ -59,6 +64,9 @@ pub enum IngestError {
     /// The body did not arrive within the body deadline; nothing was stored.
     #[error("request body not received in time")]
     BodyTimeout,
+    /// After its grace period the body arrived below `[server] body_min_bytes_per_second`.
+    #[error("request body not received in time")]
+    TooSlow,
 }
 
 impl IngestError {
@@ -93,10 +101,13 @@ impl IngestError {
             IngestError::AdapterUnavailable(_) | IngestError::AdapterContract(_) => {
                 (StatusCode::SERVICE_UNAVAILABLE, "adapter_unavailable")
             }
-            IngestError::Overloaded | IngestError::AtCapacity | IngestError::AtConnectionCap => {
-                (StatusCode::SERVICE_UNAVAILABLE, "overloaded")
+            IngestError::Overloaded
+            | IngestError::GaveWay
+            | IngestError::AtCapacity
+            | IngestError::AtConnectionCap => (StatusCode::SERVICE_UNAVAILABLE, "overloaded"),
+            IngestError::BodyTimeout | IngestError::TooSlow => {
+                (StatusCode::REQUEST_TIMEOUT, "body_timeout")
             }
-            IngestError::BodyTimeout => (StatusCode::REQUEST_TIMEOUT, "body_timeout"),
         }
     }
 
@@ -115,6 +126,8 @@ impl IngestError {
             IngestError::StorageUnavailable(e) => Some(e.to_string()),
             IngestError::SecretsUnavailable(e) => Some(e.to_string()),
             IngestError::RateLimited(l) => Some(format!("{} rate limit", l.scope.as_str())),
+            IngestError::GaveWay => Some("slowest upload when the body budget was full".into()),
+            IngestError::TooSlow => Some("body below the minimum rate".into()),
             _ => None,
         }
     }
