@@ -30,6 +30,7 @@ mod reload;
 mod sandbox;
 mod scaffold;
 mod secrets;
+mod strangers;
 mod tls;
 mod vectors;
 mod walkthrough;
