@@ -64,7 +64,10 @@ fn signing_key(i: u8) -> ed25519_dalek::SigningKey {
 }
 
 fn whpk(i: u8) -> String {
-    format!("whpk_{}", B64.encode(signing_key(i).verifying_key().as_bytes()))
+    format!(
+        "whpk_{}",
+        B64.encode(signing_key(i).verifying_key().as_bytes())
+    )
 }
 
 /// No request below may count as the adapter's failure, on any endpoint.
@@ -88,7 +91,10 @@ async fn candidates_past_their_count_or_length_are_401_not_a_broken_adapter() {
         .join(",");
     let json = ("content-type", "application/json");
     let cases: Vec<(&str, Vec<(&str, String)>)> = vec![
-        ("stripe", vec![("stripe-signature", format!("t={t},{many_v1}"))]),
+        (
+            "stripe",
+            vec![("stripe-signature", format!("t={t},{many_v1}"))],
+        ),
         (
             "stripe",
             vec![("stripe-signature", format!("t={t},v1={long_hex}"))],
@@ -152,7 +158,9 @@ async fn candidates_past_their_count_or_length_are_401_not_a_broken_adapter() {
         "#,
     );
     // The adapters still serve: a signed request is accepted after all of it.
-    app.post_stripe("evt_after_strangers").await.assert_accepted("stripe");
+    app.post_stripe("evt_after_strangers")
+        .await
+        .assert_accepted("stripe");
 }
 
 /// An Adyen notification item, its signature over `merchant_reference` (as JSON text) left
@@ -209,7 +217,9 @@ async fn an_undecodable_signed_string_is_400_and_a_batch_past_the_cpu_deadline_4
     answer.assert_is(401, "verification_too_costly", "spin on a large body");
     let small = b"{}".to_vec();
     let small_sig = mac(&small);
-    let answer = app.post("evil", &as_refs(&headers(&small_sig)), small).await;
+    let answer = app
+        .post("evil", &as_refs(&headers(&small_sig)), small)
+        .await;
     answer.assert_accepted("a small body");
 
     assert_no_adapter_failure(&app.metrics().await);
@@ -287,7 +297,12 @@ async fn public_key_work_past_its_budget_is_verification_too_costly() {
     let message = [format!("msg_1.{ts}.").as_bytes(), &body].concat();
     let candidates = |n: u8| {
         (1..=n)
-            .map(|i| format!("v1a,{}", B64.encode(signing_key(9 + i).sign(&message).to_bytes())))
+            .map(|i| {
+                format!(
+                    "v1a,{}",
+                    B64.encode(signing_key(9 + i).sign(&message).to_bytes())
+                )
+            })
             .collect::<Vec<_>>()
             .join(" ")
     };

@@ -182,9 +182,6 @@ mod tests {
         ));
         // ECDSA hashes the message once, whatever the candidates.
         let ecdsa = public_key_check(Algorithm::EcdsaP256Sha256, 4, 16);
-        assert_eq!(
-            check_candidates(&ecdsa, &|_| &keys, &inputs(&body)),
-            Ok(())
-        );
+        assert_eq!(check_candidates(&ecdsa, &|_| &keys, &inputs(&body)), Ok(()));
     }
 }

@@ -5,7 +5,7 @@ use std::borrow::Cow;
 
 use sha2::Digest as _;
 
-use super::contract::{ContractViolation, Inputs, slice};
+use super::contract::{ContractViolation, Inputs, MAX_FORM_PAIRS, slice};
 use super::outcome::VerifyError;
 use crate::adapter::Part;
 
@@ -15,11 +15,6 @@ pub(super) enum Piece<'a> {
     Bytes(Cow<'a, [u8]>),
     Url,
 }
-
-/// Most parameters a `sorted-form-params` body may have: Twilio sends a few dozen. Past it the
-/// body is not a form, found before it is decoded or sorted, so a body of `a&a&…` costs one
-/// pass instead of a million allocations.
-pub const MAX_FORM_PAIRS: usize = 1024;
 
 /// A check's message, resolved against the request. `Ok(None)`: the request cannot match
 /// (a missing or wrong body digest). A signed string that does not decode or a body that is
@@ -79,9 +74,12 @@ fn query_values<'q>(query: &'q str, name: &'q str) -> impl Iterator<Item = Strin
         .map(|(_, v)| String::from_utf8_lossy(&v).into_owned())
 }
 
+/// A form parameter's name and value, decoded.
+type FormPair<'a> = (Cow<'a, [u8]>, Cow<'a, [u8]>);
+
 /// `application/x-www-form-urlencoded` pairs, percent- and `+`-decoded (borrowed from `body`
 /// where nothing needs decoding); `None` past `max_pairs`.
-fn form_pairs(body: &[u8], max_pairs: usize) -> Option<Vec<(Cow<'_, [u8]>, Cow<'_, [u8]>)>> {
+fn form_pairs(body: &[u8], max_pairs: usize) -> Option<Vec<FormPair<'_>>> {
     fn decode(s: &[u8]) -> Cow<'_, [u8]> {
         if !s.iter().any(|&b| b == b'+' || b == b'%') {
             return Cow::Borrowed(s);
@@ -261,7 +259,10 @@ mod tests {
         let over = format!("{at_cap}&b");
         assert!(sorted_form_params(over.as_bytes()).is_none());
         let set = secrets(&[("k", b"secret")]);
-        let p = one(hmac_check(vec![Part::SortedFormParams], vec![vec![0; 32]]), None);
+        let p = one(
+            hmac_check(vec![Part::SortedFormParams], vec![vec![0; 32]]),
+            None,
+        );
         assert_eq!(
             run(HMAC, &set, &p, &inputs(over.as_bytes()), false).unwrap_err(),
             VerifyError::NotAForm(0)

@@ -1,8 +1,8 @@
 //! What verification answers: the request's passing key, or why it is not authentic.
 
-use super::message::MAX_FORM_PAIRS;
 use super::contract::{
-    ContractViolation, Coverage, MAX_PUBLIC_KEY_VERIFICATIONS, MAX_SIGNATURE_BYTES, MAX_SIGNATURES,
+    ContractViolation, Coverage, MAX_FORM_PAIRS, MAX_PUBLIC_KEY_VERIFICATIONS, MAX_SIGNATURE_BYTES,
+    MAX_SIGNATURES,
 };
 
 /// Why a request is not authentic. `Contract` is the adapter's fault (503
@@ -33,7 +33,9 @@ pub enum VerifyError {
     UndecodableString(usize),
     /// A signed form body (`sorted-form-params`) that is not a form: undecodable, not UTF-8,
     /// or over the pair cap.
-    #[error("check {0} signs the body as form parameters, but it is not a form of at most {MAX_FORM_PAIRS} pairs")]
+    #[error(
+        "check {0} signs the body as form parameters, but it is not a form of at most {MAX_FORM_PAIRS} pairs"
+    )]
     NotAForm(usize),
     #[error("signed timestamp missing")]
     MissingTimestamp,
