@@ -13,7 +13,7 @@ use super::contract::{
 };
 use super::outcome::VerifyError;
 use crate::adapter::{Algorithm, Part, Prepared};
-use crate::ingest::secrets::KeySet;
+use crate::ingest::secrets::{KeySet, PublicKey};
 
 /// The most bytes one request's public-key checks may hash: twice what one HMAC key may
 /// (`hash_budget`), so two key versions times four candidates over a body-sized message fit
@@ -60,7 +60,19 @@ pub(super) fn check_candidates<'k>(
         } else {
             1
         };
-        let tries = check.signatures.len() * keys(check.key.as_deref()).public_keys.len() * forms;
+        // Only the keys of the check's kind are tried (an Ed25519 check skips P-256 keys).
+        let usable = keys(check.key.as_deref())
+            .public_keys
+            .iter()
+            .filter(|k| {
+                matches!(
+                    (&k.key, check.algorithm),
+                    (PublicKey::Ed25519(_), Algorithm::Ed25519)
+                        | (PublicKey::P256(_), Algorithm::EcdsaP256Sha256)
+                )
+            })
+            .count();
+        let tries = check.signatures.len() * usable * forms;
         verifications += tries;
         let message = message_len(&check.message, inputs);
         bytes = bytes.saturating_add(match check.algorithm {
@@ -96,7 +108,7 @@ fn message_len(message: &[Part], inputs: &Inputs<'_>) -> usize {
 mod tests {
     use super::*;
     use crate::adapter::Check;
-    use crate::ingest::secrets::{PublicKey, TrustedPublicKey};
+    use crate::ingest::secrets::TrustedPublicKey;
     use crate::ingest::verify::test_kit::*;
 
     fn ed_keys(n: usize) -> KeySet {
@@ -181,7 +193,23 @@ mod tests {
             VerifyError::PublicKeyBytes { .. }
         ));
         // ECDSA hashes the message once, whatever the candidates.
+        let p256 = p256::ecdsa::SigningKey::from_slice(&[5; 32]).unwrap();
+        let p256_keys = KeySet {
+            secrets: vec![],
+            public_keys: vec![TrustedPublicKey {
+                version: "p".into(),
+                key: PublicKey::P256(*p256.verifying_key()),
+            }],
+        };
         let ecdsa = public_key_check(Algorithm::EcdsaP256Sha256, 4, 16);
-        assert_eq!(check_candidates(&ecdsa, &|_| &keys, &inputs(&body)), Ok(()));
+        assert_eq!(
+            check_candidates(&ecdsa, &|_| &p256_keys, &inputs(&body)),
+            Ok(())
+        );
+        // Keys of the other kind are never tried, so they cost nothing.
+        assert_eq!(
+            check_candidates(&sixteen, &|_| &p256_keys, &inputs(&body)),
+            Ok(())
+        );
     }
 }
