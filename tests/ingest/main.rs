@@ -31,6 +31,7 @@ mod sandbox;
 mod scaffold;
 mod secrets;
 mod slow_bodies;
+mod strangers;
 mod tls;
 mod vectors;
 mod walkthrough;

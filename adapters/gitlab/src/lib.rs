@@ -28,7 +28,7 @@ impl Adapter for GitLab {
 
     fn prepare(req: &Request) -> Result<Prepared, Rejection> {
         let token = signature_header(req, "x-gitlab-token")?;
-        Ok(token_check(vec![token]).into())
+        Ok(token_check(candidates(vec![token])?).into())
     }
 
     fn parse(req: &Request) -> Result<Parsed, Rejection> {

@@ -152,7 +152,7 @@ impl Adapter for Meta {
             }
             let token = single(&pairs, "hub.verify_token")
                 .or_invalid("missing, empty or repeated hub.verify_token")?;
-            return Ok(token_check(vec![token.as_bytes().to_vec()])
+            return Ok(token_check(candidates(vec![token.as_bytes().to_vec()])?)
                 .key("verify-token")
                 .into());
         }

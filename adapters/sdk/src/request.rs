@@ -3,7 +3,8 @@
 
 use crate::decode::{form_pairs, hex_decode, parse_unix_timestamp, utf8_nonempty};
 use crate::{
-    OrReject, Prepared, Rejection, Request, hmac_sha256, invalid, malformed, pieces_then_body,
+    OrReject, Prepared, Rejection, Request, candidates, hmac_sha256, invalid, malformed,
+    pieces_then_body,
 };
 
 /// A header present exactly once and non-empty; missing, empty or repeated is 401.
@@ -14,13 +15,15 @@ pub fn signature_header(req: &Request, name: &str) -> Result<Vec<u8>, Rejection>
 }
 
 /// The signature in `header`, written `<prefix><hex>` (GitHub's `sha256=<hex>`), decoded; 401
-/// when the header is missing or repeated, lacks the prefix or is not hex.
+/// when the header is missing or repeated, lacks the prefix, is not hex or decodes to more
+/// than [`MAX_SIGNATURE_BYTES`](crate::MAX_SIGNATURE_BYTES).
 pub fn prefixed_hex(req: &Request, header: &str, prefix: &str) -> Result<Vec<u8>, Rejection> {
     let value = signature_header(req, header)?;
     let hex = value
         .strip_prefix(prefix.as_bytes())
         .ok_or_else(|| invalid(format!("expected {prefix}")))?;
-    hex_decode(hex).or_invalid("signature is not hex")
+    let signature = hex_decode(hex).or_invalid("signature is not hex")?;
+    Ok(candidates(vec![signature])?.remove(0))
 }
 
 /// The `v0` scheme Slack and Zoom share: `<signature_header>: v0=<hex>`, the HMAC-SHA256 of

@@ -1,7 +1,7 @@
 //! Stripe: `Stripe-Signature: t=<unix>,v1=<hex>[,v1=<hex>...]` over `t.body`.
 //!
-//! Several `v1` entries appear while a secret is being rolled; `v0` and unknown keys are
-//! ignored. Stripe's key is the whole `whsec_...` string, so the encoding is `raw`.
+//! Several `v1` entries appear while a secret is being rolled (more than 16, or one over 512
+//! bytes, is refused: 401); `v0` and unknown keys are ignored. Stripe's key is the whole `whsec_...` string, so the encoding is `raw`.
 
 use wharf_adapter_sdk::*;
 
@@ -31,6 +31,7 @@ impl Adapter for Stripe {
         if signatures.is_empty() {
             return Err(invalid("no usable v1 signature"));
         }
+        let signatures = candidates(signatures)?;
         Ok(hmac_sha256(pieces_then_body(&[t], b'.'), signatures).timestamped(unix))
     }
 

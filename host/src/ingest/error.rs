@@ -31,6 +31,11 @@ pub enum IngestError {
     InvalidSignature(String),
     #[error("signed timestamp outside the tolerance")]
     StaleTimestamp(VerifyError),
+    /// The request asks for more work than verifying any request may cost: public-key checks
+    /// past their budget, or a `prepare` that ran out of CPU on a body no ordinary request
+    /// needs that long for (`REQUEST_SIZED_BODY_BYTES`). The request's doing, not the adapter's.
+    #[error("verifying this request would cost more than allowed")]
+    TooCostly(String),
     #[error("the verified body could not be parsed")]
     Malformed(String),
     #[error("event type not supported by this endpoint")]
@@ -89,6 +94,7 @@ impl IngestError {
             }
             IngestError::InvalidSignature(_) => (StatusCode::UNAUTHORIZED, "invalid_signature"),
             IngestError::StaleTimestamp(_) => (StatusCode::UNAUTHORIZED, "stale_timestamp"),
+            IngestError::TooCostly(_) => (StatusCode::UNAUTHORIZED, "verification_too_costly"),
             IngestError::UnsupportedEventType(_) => {
                 (StatusCode::UNPROCESSABLE_ENTITY, "unsupported_event_type")
             }
@@ -116,6 +122,7 @@ impl IngestError {
     pub fn internal_cause(&self) -> Option<String> {
         match self {
             IngestError::InvalidSignature(d)
+            | IngestError::TooCostly(d)
             | IngestError::Malformed(d)
             | IngestError::UnsupportedEventType(d) => Some(d.clone()),
             IngestError::AdapterUnavailable(d) => Some(d.clone()),
@@ -136,5 +143,44 @@ impl IngestError {
 impl From<AdapterFailure> for IngestError {
     fn from(e: AdapterFailure) -> Self {
         IngestError::AdapterUnavailable(e.to_string())
+    }
+}
+
+/// A body at least this long may be what made `prepare` run out of CPU: the default 100 ms
+/// deadline is about 1.5 us a byte of it, a hundred times what parsing JSON costs a guest.
+/// Below it, no ordinary request needs the deadline, so running out is the adapter's fault.
+pub const REQUEST_SIZED_BODY_BYTES: usize = 64 << 10;
+
+impl IngestError {
+    /// `prepare` failed in the sandbox. A CPU deadline on a large body is the request's doing
+    /// (a batch of 60,000 items): 401 `verification_too_costly`, so that a stranger cannot make
+    /// a healthy adapter look broken. Anything else (a trap, a deadline on a small body, a
+    /// wall-clock overrun, an oversized result) is the adapter's: 503.
+    pub fn from_prepare_failure(e: AdapterFailure, body_len: usize) -> Self {
+        match e {
+            AdapterFailure::Timeout if body_len >= REQUEST_SIZED_BODY_BYTES => {
+                IngestError::TooCostly(format!(
+                    "prepare exceeded the adapter's CPU deadline on a {body_len}-byte body"
+                ))
+            }
+            e => e.into(),
+        }
+    }
+}
+
+/// Verification's answers: the adapter's contract breaches 503, a signed string that does not
+/// decode 400, the work budgets 401 `verification_too_costly`, everything else 401
+/// `invalid_signature` (its cause kept for the log).
+impl From<VerifyError> for IngestError {
+    fn from(e: VerifyError) -> Self {
+        match e {
+            VerifyError::Contract(v) => IngestError::AdapterContract(v),
+            VerifyError::UndecodableString(_) => IngestError::Malformed(e.to_string()),
+            VerifyError::PublicKeyBudget(_) | VerifyError::PublicKeyBytes { .. } => {
+                IngestError::TooCostly(e.to_string())
+            }
+            VerifyError::TooOld(_) | VerifyError::TooNew(_) => IngestError::StaleTimestamp(e),
+            e => IngestError::InvalidSignature(e.to_string()),
+        }
     }
 }

@@ -362,7 +362,8 @@ pub async fn verify_and_parse(
     // 4. The adapter describes what is signed. Its rejection here is always a 401.
     let prepared = instance
         .prepare()
-        .await?
+        .await
+        .map_err(|e| IngestError::from_prepare_failure(e, body.len()))?
         .map_err(|r| IngestError::InvalidSignature(loggable(r.detail)))?;
 
     // 5. Verify under every trusted version of the keys the checks name, once the host has
@@ -424,10 +425,7 @@ pub async fn verify_and_parse(
         &inputs,
         tolerance.is_some(),
     )
-    .map_err(|e| match e {
-        VerifyError::Contract(v) => IngestError::AdapterContract(v),
-        e => IngestError::InvalidSignature(e.to_string()),
-    })?;
+    .map_err(IngestError::from)?;
     facts.secret_version = Some(passed.version.clone());
 
     // 6. Freshness of the signed timestamp, when the provider signs one.

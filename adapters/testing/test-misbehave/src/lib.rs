@@ -5,7 +5,10 @@
 //! Limits: `spin` (loops forever), `hog` (allocates without bound), `trap` (panics),
 //! `recurse` (recurses without bound), `bloat` (a 1 MiB result), `bloat100` (tries to return
 //! 100 MiB), `sleep` (sleeps 30 s in a WASI call), `parts` (2,000,000 `raw-body` parts),
-//! `rehash` (1,000 `raw-body` parts: small to lift, a lot to hash).
+//! `rehash` (1,000 `raw-body` parts: small to lift, a lot to hash), `spin-on-large` (as `ok`
+//! below 64 KiB of body, loops forever from there: work that grows with the request),
+//! `candidates` (every comma-separated hex in `x-sig` a candidate, none bounded, as a careless
+//! adapter passes a header through).
 //!
 //! Verification: the candidate signature is the hex in `x-sig`, the signed timestamp the
 //! decimal in `x-ts`. `ok` signs `<ts>.<body>` as every real adapter should; `literal-only`
@@ -156,6 +159,15 @@ impl Adapter for TestMisbehave {
             }
             b"parts" => Ok(signed(req, vec![Part::RawBody; 2_000_000])),
             b"rehash" => Ok(signed(req, vec![Part::RawBody; 1_000])),
+            // Work that grows with the request: out of CPU from 64 KiB of body on.
+            b"spin-on-large" if req.body_len() >= 64 << 10 => spin(),
+            b"spin-on-large" => Ok(signed(req, pieces_then_body(&[&ts], b'.'))),
+            b"candidates" => {
+                let list = req.header("x-sig").unwrap_or_default();
+                let sigs = list.split(|&b| b == b',').filter_map(hex_decode).collect();
+                let message = pieces_then_body(&[&ts], b'.');
+                Ok(hmac_sha256(message, sigs).timestamped(timestamp(req)))
+            }
             b"ok" => Ok(signed(req, pieces_then_body(&[&ts], b'.'))),
             b"literal-only" => Ok(signed(
                 req,

@@ -79,24 +79,54 @@ pub(super) fn same(expected: &[u8], candidate: &[u8]) -> bool {
     expected.len() == candidate.len() && bool::from(expected.ct_eq(candidate))
 }
 
-/// Whether any candidate verifies under `key` for any form of the URL.
-pub(super) fn public_key_verifies(
-    key: &PublicKey,
+/// A public-key check's message in one URL form, prepared once for every candidate and key:
+/// the bytes themselves for Ed25519, which hashes them after each signature's `R` and so
+/// cannot share the work, or their SHA-256 for ECDSA, which signs the digest.
+pub(super) enum Signed {
+    Message(Vec<u8>),
+    Sha256([u8; 32]),
+}
+
+/// The message in each URL form, as `algorithm` verifies it.
+pub(super) fn signed_forms(
+    algorithm: Algorithm,
     pieces: &[Piece<'_>],
     forms: &[Cow<'_, str>],
-    sigs: &[Vec<u8>],
-) -> bool {
-    forms.iter().any(|url| {
-        let message = materialize(pieces, url);
-        sigs.iter().any(|sig| match key {
-            PublicKey::Ed25519(k) => ed25519_dalek::Signature::from_slice(sig)
-                .is_ok_and(|s| k.verify_strict(&message, &s).is_ok()),
-            PublicKey::P256(k) => {
-                use p256::ecdsa::signature::Verifier as _;
+) -> Vec<Signed> {
+    use sha2::Digest as _;
+    forms
+        .iter()
+        .map(|url| match algorithm {
+            Algorithm::EcdsaP256Sha256 => {
+                let mut digest = sha2::Sha256::new();
+                for piece in pieces {
+                    match piece {
+                        Piece::Bytes(bytes) => digest.update(bytes),
+                        Piece::Url => digest.update(url.as_bytes()),
+                    }
+                }
+                Signed::Sha256(digest.finalize().into())
+            }
+            _ => Signed::Message(materialize(pieces, url)),
+        })
+        .collect()
+}
+
+/// Whether any candidate verifies under `key` for any form of the message.
+pub(super) fn public_key_verifies(key: &PublicKey, forms: &[Signed], sigs: &[Vec<u8>]) -> bool {
+    forms.iter().any(|signed| {
+        sigs.iter().any(|sig| match (key, signed) {
+            (PublicKey::Ed25519(k), Signed::Message(message)) => {
+                ed25519_dalek::Signature::from_slice(sig)
+                    .is_ok_and(|s| k.verify_strict(message, &s).is_ok())
+            }
+            (PublicKey::P256(k), Signed::Sha256(digest)) => {
+                use p256::ecdsa::signature::hazmat::PrehashVerifier as _;
                 p256::ecdsa::Signature::from_der(sig)
                     .or_else(|_| p256::ecdsa::Signature::from_slice(sig))
-                    .is_ok_and(|s| k.verify(&message, &s).is_ok())
+                    .is_ok_and(|s| k.verify_prehash(digest, &s).is_ok())
             }
+            _ => false,
         })
     })
 }

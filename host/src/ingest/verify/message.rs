@@ -5,7 +5,8 @@ use std::borrow::Cow;
 
 use sha2::Digest as _;
 
-use super::contract::{ContractViolation, Inputs, slice};
+use super::contract::{ContractViolation, Inputs, MAX_FORM_PAIRS, slice};
+use super::outcome::VerifyError;
 use crate::adapter::Part;
 
 /// One piece of a signed message, resolved: bytes (borrowed from the request where they can
@@ -16,13 +17,14 @@ pub(super) enum Piece<'a> {
 }
 
 /// A check's message, resolved against the request. `Ok(None)`: the request cannot match
-/// (a body that is not a form, a missing or wrong body digest).
+/// (a missing or wrong body digest). A signed string that does not decode or a body that is
+/// not a form is the request's fault; a slice that is not a JSON string token, the adapter's.
 pub(super) fn resolve<'a>(
     i: usize,
     message: &'a [Part],
     body_sha256_param: Option<&str>,
     inputs: &Inputs<'a>,
-) -> Result<Option<Vec<Piece<'a>>>, ContractViolation> {
+) -> Result<Option<Vec<Piece<'a>>>, VerifyError> {
     if let Some(param) = body_sha256_param {
         let expected = hex::encode(sha2::Sha256::digest(inputs.body));
         let mut values = query_values(inputs.query.unwrap_or_default(), param);
@@ -38,16 +40,11 @@ pub(super) fn resolve<'a>(
             Part::RawBody => Piece::Bytes(Cow::Borrowed(inputs.body)),
             Part::BodySpan(s) => Piece::Bytes(Cow::Borrowed(slice(i, inputs.body, s)?)),
             Part::BodyJsonString(s) => {
-                let token = slice(i, inputs.body, s)?;
-                let decoded = serde_json::from_slice::<String>(token)
-                    .ok()
-                    .filter(|_| token.first() == Some(&b'"') && token.last() == Some(&b'"'))
-                    .ok_or(ContractViolation::NotAJsonString(i))?;
-                Piece::Bytes(Cow::Owned(decoded.into_bytes()))
+                Piece::Bytes(Cow::Owned(json_string(i, slice(i, inputs.body, s)?)?))
             }
             Part::SortedFormParams => match sorted_form_params(inputs.body) {
                 Some(bytes) => Piece::Bytes(Cow::Owned(bytes)),
-                None => return Ok(None),
+                None => return Err(VerifyError::NotAForm(i)),
             },
             Part::Url => Piece::Url,
         });
@@ -55,43 +52,65 @@ pub(super) fn resolve<'a>(
     Ok(Some(pieces))
 }
 
+/// The string a JSON string token decodes to. A token that is not one JSON string is the
+/// adapter's mistake; one that is, but whose escapes name no character (a lone surrogate,
+/// which JSON's grammar allows), is the request's.
+fn json_string(i: usize, token: &[u8]) -> Result<Vec<u8>, VerifyError> {
+    let quoted = token.len() >= 2 && token.first() == Some(&b'"') && token.last() == Some(&b'"');
+    if !quoted || serde_json::from_slice::<serde::de::IgnoredAny>(token).is_err() {
+        return Err(ContractViolation::NotAJsonString(i).into());
+    }
+    serde_json::from_slice::<String>(token)
+        .map(String::into_bytes)
+        .map_err(|_| VerifyError::UndecodableString(i))
+}
+
 /// The decoded values of `name` in a query string.
 fn query_values<'q>(query: &'q str, name: &'q str) -> impl Iterator<Item = String> + 'q {
-    form_pairs(query.as_bytes())
+    form_pairs(query.as_bytes(), usize::MAX)
         .into_iter()
         .flatten()
-        .filter(move |(n, _)| n.as_slice() == name.as_bytes())
+        .filter(move |(n, _)| n.as_ref() == name.as_bytes())
         .map(|(_, v)| String::from_utf8_lossy(&v).into_owned())
 }
 
-/// `application/x-www-form-urlencoded` pairs, percent- and `+`-decoded; `None` when a pair
-/// does not decode.
-fn form_pairs(body: &[u8]) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
-    let decode = |s: &[u8]| -> Vec<u8> {
+/// A form parameter's name and value, decoded.
+type FormPair<'a> = (Cow<'a, [u8]>, Cow<'a, [u8]>);
+
+/// `application/x-www-form-urlencoded` pairs, percent- and `+`-decoded (borrowed from `body`
+/// where nothing needs decoding); `None` past `max_pairs`.
+fn form_pairs(body: &[u8], max_pairs: usize) -> Option<Vec<FormPair<'_>>> {
+    fn decode(s: &[u8]) -> Cow<'_, [u8]> {
+        if !s.iter().any(|&b| b == b'+' || b == b'%') {
+            return Cow::Borrowed(s);
+        }
         let plus: Vec<u8> = s
             .iter()
             .map(|&b| if b == b'+' { b' ' } else { b })
             .collect();
-        percent_encoding::percent_decode(&plus).collect()
-    };
-    body.split(|&b| b == b'&')
-        .filter(|pair| !pair.is_empty())
-        .map(|pair| {
-            let (name, value) = match pair.iter().position(|&b| b == b'=') {
-                Some(at) => (&pair[..at], &pair[at + 1..]),
-                None => (pair, &b""[..]),
-            };
-            Some((decode(name), decode(value)))
-        })
-        .collect()
+        Cow::Owned(percent_encoding::percent_decode(&plus).collect())
+    }
+    let mut pairs = Vec::new();
+    for pair in body.split(|&b| b == b'&').filter(|pair| !pair.is_empty()) {
+        if pairs.len() == max_pairs {
+            return None;
+        }
+        let (name, value) = match pair.iter().position(|&b| b == b'=') {
+            Some(at) => (&pair[..at], &pair[at + 1..]),
+            None => (pair, &b""[..]),
+        };
+        pairs.push((decode(name), decode(value)));
+    }
+    Some(pairs)
 }
 
 /// Twilio's form signature input: every distinct parameter (a name and value sent twice
 /// counts once, as in Twilio's SDKs), sorted by name and then by value, each name immediately
-/// followed by its value. `None` when the body is not valid UTF-8 form data.
+/// followed by its value. `None` when the body is not UTF-8 or has over `MAX_FORM_PAIRS`
+/// parameters.
 fn sorted_form_params(body: &[u8]) -> Option<Vec<u8>> {
     std::str::from_utf8(body).ok()?;
-    let mut pairs = form_pairs(body)?;
+    let mut pairs = form_pairs(body, MAX_FORM_PAIRS)?;
     pairs.sort();
     pairs.dedup();
     let mut out = Vec::with_capacity(body.len());
@@ -234,6 +253,36 @@ mod tests {
         );
         assert_eq!(sorted_form_params(b"").unwrap(), b"");
         assert!(sorted_form_params(b"\xff=1").is_none());
+        // Past the pair cap the body is not a form, whatever it holds.
+        let at_cap = vec!["a=1"; MAX_FORM_PAIRS].join("&");
+        assert!(sorted_form_params(at_cap.as_bytes()).is_some());
+        let over = format!("{at_cap}&b");
+        assert!(sorted_form_params(over.as_bytes()).is_none());
+        let set = secrets(&[("k", b"secret")]);
+        let p = one(
+            hmac_check(vec![Part::SortedFormParams], vec![vec![0; 32]]),
+            None,
+        );
+        assert_eq!(
+            run(HMAC, &set, &p, &inputs(over.as_bytes()), false).unwrap_err(),
+            VerifyError::NotAForm(0)
+        );
+    }
+
+    #[test]
+    fn a_signed_json_string_that_does_not_decode_is_the_requests_fault() {
+        let token = |s: &str| json_string(0, s.as_bytes());
+        assert_eq!(token(r#""a\u00e9:b""#).unwrap(), "a\u{e9}:b".as_bytes());
+        // A lone surrogate is JSON, but names no character.
+        assert_eq!(token(r#""\ud800""#), Err(VerifyError::UndecodableString(0)));
+        // Not one string token at all: the adapter pointed at the wrong bytes.
+        for not_a_string in ["1", r#""a"#, r#""a","b""#, r#""\x""#, "\""] {
+            assert_eq!(
+                token(not_a_string),
+                Err(ContractViolation::NotAJsonString(0).into()),
+                "{not_a_string}"
+            );
+        }
     }
 
     #[test]

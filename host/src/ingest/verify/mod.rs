@@ -23,6 +23,7 @@
 //!
 //! Files:
 //! - `contract`: `validate`, the bounds and `ContractViolation`
+//! - `budget`: what a request's candidates may cost (count, length, public-key work)
 //! - `message`: a check's parts resolved against the request (form parameters, URL forms)
 //! - `crypto`: MACs, constant-time comparison, public-key signatures
 //! - `outcome`: `Passed` and `VerifyError`
@@ -32,6 +33,7 @@
 //! - here: `verify`, the loop over checks and key versions
 
 mod answer;
+mod budget;
 mod contract;
 mod crypto;
 mod freshness;
@@ -42,11 +44,12 @@ mod outcome;
 use std::borrow::Cow;
 
 pub use answer::answer_mac;
+use budget::check_candidates;
 pub use contract::{
     ContractViolation, Coverage, Inputs, MAX_BODY_PASSES, MAX_CHECKS, MAX_LITERAL_BYTES, MAX_PARTS,
-    MAX_PUBLIC_KEY_VERIFICATIONS, MAX_SIGNATURE_BYTES, MAX_SIGNATURES, hash_budget, validate,
+    MAX_SIGNATURE_BYTES, MAX_SIGNATURES, hash_budget, validate,
 };
-use crypto::{mac_algorithm, mac_of, public_key_verifies, same};
+use crypto::{mac_algorithm, mac_of, public_key_verifies, same, signed_forms};
 pub use freshness::check_freshness;
 pub use items::check_items;
 use message::{resolve, url_forms};
@@ -69,22 +72,7 @@ pub fn verify<'k>(
         return Err(VerifyError::NoSignatures);
     }
     let coverage = validate(prepared, declared, inputs, freshness_checked)?;
-    let public_key_work: usize = prepared
-        .checks
-        .iter()
-        .filter(|c| matches!(c.algorithm, Algorithm::Ed25519 | Algorithm::EcdsaP256Sha256))
-        .map(|c| {
-            let forms = if c.message.iter().any(|p| matches!(p, Part::Url)) {
-                2
-            } else {
-                1
-            };
-            c.signatures.len() * keys(c.key.as_deref()).public_keys.len() * forms
-        })
-        .sum();
-    if public_key_work > MAX_PUBLIC_KEY_VERIFICATIONS {
-        return Err(VerifyError::PublicKeyBudget(public_key_work));
-    }
+    check_candidates(prepared, keys, inputs)?;
     let url_forms_of_request = inputs.url.map(url_forms).unwrap_or_default();
     let no_url = [Cow::Borrowed("")];
     let mut passed: Option<(String, Option<Vec<u8>>)> = None;
@@ -157,9 +145,11 @@ pub fn verify<'k>(
                 }
                 let pieces = pieces()?;
                 pieces.and_then(|pieces| {
+                    // Built (or hashed) once for every key and candidate.
+                    let signed = signed_forms(a, &pieces, forms);
                     usable
                         .into_iter()
-                        .find(|k| public_key_verifies(&k.key, &pieces, forms, &check.signatures))
+                        .find(|k| public_key_verifies(&k.key, &signed, &check.signatures))
                         .map(|k| (k.version.as_str(), None))
                 })
             }
