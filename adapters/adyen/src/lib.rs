@@ -75,9 +75,11 @@ fn signed(value: Option<Located<'_>>, field: Field) -> Result<Option<Part>, Reje
     };
     let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
     if v.is_string() {
-        let text = v
-            .as_str()
-            .or_invalid("a signed field is not a valid JSON string")?;
+        // A string that does not decode (a lone surrogate) goes to the host as it is: the
+        // host refuses it as the request's fault (400 `malformed`), not the adapter's.
+        let Some(text) = v.as_str() else {
+            return Ok(Some(Part::BodyJsonString(v.span())));
+        };
         let fits = match field {
             Field::FreeText => true,
             Field::NoColon => !text.contains(':'),
