@@ -1,4 +1,4 @@
-//! `wharf adapter check|test|status|new`: load and vet an adapter, run its fixtures, ask a
+//! `wharf adapter check|test|status|new|build`: load and vet an adapter, run its fixtures, ask a
 //! running receiver what became of its adapter files, scaffold a new one.
 
 use std::path::{Path, PathBuf};
@@ -7,7 +7,7 @@ use std::sync::Arc;
 use clap::Subcommand;
 
 use super::error::{CliError, SecretsFileError};
-use super::scaffold;
+use super::{project, scaffold};
 use crate::adapter::{FileStatus, Sandbox, SandboxLimits};
 use crate::config::Config;
 
@@ -21,7 +21,13 @@ pub enum AdapterCommand {
     Check { file: PathBuf },
     /// Run an adapter's fixtures through the host's verification path, without a database.
     /// Prints a diff for each failing case and exits non-zero if any fails.
-    Test { file: PathBuf, fixtures: PathBuf },
+    ///
+    /// TARGET is a project folder (its `dist/NAME.wasm` against its `fixtures/`; default: the
+    /// current folder) or a `.wasm` file, whose fixtures are FIXTURES or `NAME.fixtures/`.
+    Test {
+        target: Option<PathBuf>,
+        fixtures: Option<PathBuf>,
+    },
     /// Show every adapter file a running receiver has seen (from its admin API, with the
     /// token of `[server] admin_token_secret` from the secrets file, or WHARF_ADMIN_TOKEN).
     Status {
@@ -29,12 +35,25 @@ pub enum AdapterCommand {
         #[arg(long, env = "WHARF_ADMIN_LISTEN")]
         admin: Option<String>,
     },
-    /// Create a working adapter crate, with passing fixtures, in the adapters workspace.
+    /// Create a working adapter with passing fixtures: with --dir, a standalone project in
+    /// that folder (absent or empty); without, a crate in this repository's `adapters/`
+    /// workspace.
     New {
         name: String,
-        /// The adapters workspace (its Cargo.toml gains the new member).
-        #[arg(long, default_value = "adapters")]
-        dir: PathBuf,
+        /// The new project's folder; an adapters workspace (a Cargo.toml with `[workspace]`)
+        /// gains a member crate instead.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// The project's language.
+        #[arg(long, value_enum, default_value = "rust")]
+        lang: project::Lang,
+    },
+    /// Build a project (default: the current folder) into `dist/NAME.wasm`.
+    Build {
+        dir: Option<PathBuf>,
+        /// Install a missing JavaScript or Python toolchain instead of saying how.
+        #[arg(long)]
+        install_toolchain: bool,
     },
 }
 
@@ -53,7 +72,8 @@ pub async fn run(command: AdapterCommand, config: &Path) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        AdapterCommand::Test { file, fixtures } => {
+        AdapterCommand::Test { target, fixtures } => {
+            let (file, fixtures) = test_target(target, fixtures)?;
             let sandbox = Sandbox::new(SandboxLimits::default(), None)?;
             let adapter = Arc::new(sandbox.load(&file).await?);
             println!(
@@ -68,13 +88,57 @@ pub async fn run(command: AdapterCommand, config: &Path) -> anyhow::Result<()> {
             Ok(())
         }
         AdapterCommand::Status { admin } => status(admin, config).await,
-        AdapterCommand::New { name, dir } => {
-            let created = scaffold::new_adapter(&dir, &name)?;
-            println!("created {}", created.display());
-            print!("{}", scaffold::next_steps(&dir, &name));
+        AdapterCommand::New { name, dir, lang } => {
+            let workspace = dir.clone().unwrap_or_else(|| PathBuf::from("adapters"));
+            if dir.is_none() || is_workspace(&workspace) {
+                anyhow::ensure!(
+                    lang == project::Lang::Rust,
+                    "the adapters workspace holds Rust crates: give --dir for a {lang:?} project"
+                );
+                let created = scaffold::new_adapter(&workspace, &name)?;
+                println!("created {}", created.display());
+                print!("{}", scaffold::next_steps(&workspace, &name));
+                return Ok(());
+            }
+            let dir = dir.expect("checked above");
+            project::new_project(&dir, &name, lang)?;
+            println!("created {}", dir.display());
+            Ok(())
+        }
+        AdapterCommand::Build {
+            dir,
+            install_toolchain,
+        } => {
+            let project = project::Project::load(&dir.unwrap_or_else(|| PathBuf::from(".")))?;
+            let built = project::build(&project, install_toolchain)?;
+            println!("built {} (wharf:adapter@{})", built.display(), project.wit);
             Ok(())
         }
     }
+}
+
+/// Whether `dir` is a Cargo workspace with members (the repository's `adapters/`), not a
+/// project folder.
+fn is_workspace(dir: &Path) -> bool {
+    std::fs::read_to_string(dir.join("Cargo.toml"))
+        .ok()
+        .and_then(|t| t.parse::<toml::Table>().ok())
+        .is_some_and(|t| t.get("workspace").and_then(|w| w.get("members")).is_some())
+}
+
+/// `adapter test`'s component and fixtures folder: a project's, or a file's.
+fn test_target(
+    target: Option<PathBuf>,
+    fixtures: Option<PathBuf>,
+) -> anyhow::Result<(PathBuf, PathBuf)> {
+    let target = target.unwrap_or_else(|| PathBuf::from("."));
+    if target.is_dir() {
+        let project = project::Project::load(&target)?;
+        let fixtures = fixtures.unwrap_or_else(|| project.fixtures());
+        return Ok((project.output(), fixtures));
+    }
+    let fixtures = fixtures.unwrap_or_else(|| crate::reload::fixtures_dir(&target));
+    Ok((target, fixtures))
 }
 
 /// Every adapter file a running receiver has seen, one line each.

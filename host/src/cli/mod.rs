@@ -5,8 +5,9 @@
 //! - `dev`: `dev`: the example config against a throwaway local Postgres cluster
 //! - `events`: `events list|show|replay|purge`
 //! - `deliveries`: `deliveries list|show|replay`
-//! - `adapter`: `adapter check|test|status|new`
-//! - `scaffold`: the adapter crate `adapter new` writes
+//! - `adapter`: `adapter check|test|status|new|build`
+//! - `scaffold`: the adapter crate `adapter new` writes in the adapters workspace
+//! - `project`: standalone adapter projects in Rust, JavaScript or Python
 //! - `check`: `config check`
 //! - `published`: the demo values of `examples/`, refused outside `wharf dev`
 //! - `payloads`: `payloads new-key|reencrypt`
@@ -25,6 +26,7 @@ mod error;
 mod events;
 mod listing;
 mod payloads;
+mod project;
 mod published;
 mod resolve;
 mod scaffold;

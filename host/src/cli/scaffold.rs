@@ -82,8 +82,8 @@ fn type_name(name: &str) -> String {
         .collect()
 }
 
-/// Creates `<adapters_dir>/<name>/` and adds it to the workspace's members.
-pub fn new_adapter(adapters_dir: &Path, name: &str) -> anyhow::Result<PathBuf> {
+/// An adapter's name is a package name and an endpoint's `adapter = "..."`.
+pub fn validate_name(name: &str) -> anyhow::Result<()> {
     let valid = !name.is_empty()
         && name.len() <= 64
         && name.starts_with(|c: char| c.is_ascii_lowercase())
@@ -94,6 +94,19 @@ pub fn new_adapter(adapters_dir: &Path, name: &str) -> anyhow::Result<PathBuf> {
         valid,
         "adapter name {name:?}: use 1-64 of [a-z0-9-], starting with a letter"
     );
+    Ok(())
+}
+
+/// The skeleton's `src/lib.rs` for adapter `name`.
+pub fn lib_rs(name: &str) -> String {
+    LIB_RS
+        .replace("{name}", name)
+        .replace("{Type}", &type_name(name))
+}
+
+/// Creates `<adapters_dir>/<name>/` and adds it to the workspace's members.
+pub fn new_adapter(adapters_dir: &Path, name: &str) -> anyhow::Result<PathBuf> {
+    validate_name(name)?;
     let workspace = adapters_dir.join("Cargo.toml");
     let manifest = std::fs::read_to_string(&workspace).map_err(|e| {
         anyhow::anyhow!(
@@ -131,10 +144,7 @@ pub fn new_adapter(adapters_dir: &Path, name: &str) -> anyhow::Result<PathBuf> {
         crate_dir.join("Cargo.toml"),
         CARGO_TOML.replace("{name}", name),
     )?;
-    let lib_rs = LIB_RS
-        .replace("{name}", name)
-        .replace("{Type}", &type_name(name));
-    std::fs::write(crate_dir.join("src/lib.rs"), lib_rs)?;
+    std::fs::write(crate_dir.join("src/lib.rs"), lib_rs(name))?;
     write_fixtures(&crate_dir.join("fixtures"))?;
     std::fs::write(&workspace, manifest)?;
     Ok(crate_dir)
@@ -157,7 +167,9 @@ fn sign(timestamp: i64, body: &str) -> String {
     format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
 }
 
-fn write_fixtures(dir: &Path) -> anyhow::Result<()> {
+/// The skeleton's four fixtures, signed here: every language's template implements the same
+/// scheme, so they serve all three.
+pub fn write_fixtures(dir: &Path) -> anyhow::Result<()> {
     let signature = sign(NOW, BODY);
     let tampered = BODY.replace("ord_42", "ord_43");
     // (case, clock, headers, body, expected.toml)
