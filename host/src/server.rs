@@ -122,7 +122,8 @@ impl Server {
             SandboxLimits::from_config(&config.adapters),
             config.adapters.cache_dir.clone(),
         )?;
-        let reloader = Reloader::new(Arc::clone(&sandbox), config.adapters.dir.clone());
+        let reloader = Reloader::new(Arc::clone(&sandbox), config.adapters.dir.clone())
+            .trusting(config.adapters.trusted_keys.clone());
         let adapters = reloader.initial(&metrics).await?;
         for e in &config.endpoints {
             match adapters.get(&e.adapter) {

@@ -6,6 +6,7 @@
 //! - `imports`: the import allowlist and the WIT package version a component targets
 //! - `info`: what `describe` declares, checked (`AdapterInfo`, `MacAlgorithm`, `KeyEncoding`)
 //! - `loaded`: a loaded adapter (`describe`) and the instance serving one request (`prepare`, `parse`)
+//! - `signature`: detached `.sig` files: who signed a component, and whether that is trusted
 //! - `set`: the loaded adapters by name, with the status of every file
 //! - `wasm_error`: wasmtime's errors into anyhow's, by their message, in one place
 
@@ -15,6 +16,7 @@ mod info;
 mod loaded;
 mod sandbox;
 mod set;
+pub mod signature;
 mod wasm_error;
 
 pub use bindings::{

@@ -62,6 +62,9 @@ pub struct FileStatus {
     /// The WIT package the serving version targets (`wharf:adapter@0.1.0` or `@0.2.0`).
     pub world: Option<String>,
     pub sha256: Option<String>,
+    /// Who signed the serving version: its signer's key (`ed25519:...`), or `unsigned`.
+    #[serde(default)]
+    pub signer: Option<String>,
     pub loaded_at: Option<String>,
     /// Fixtures that passed before the serving version was swapped in.
     pub fixtures_passed: Option<usize>,

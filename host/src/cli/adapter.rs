@@ -1,5 +1,6 @@
-//! `wharf adapter check|test|status|new|build`: load and vet an adapter, run its fixtures, ask a
-//! running receiver what became of its adapter files, scaffold a new one.
+//! `wharf adapter check|test|status|new|build|keygen|sign`: load and vet an adapter, run its
+//! fixtures, ask a running receiver what became of its adapter files, scaffold a new one, sign
+//! one (`signing`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -7,7 +8,9 @@ use std::sync::Arc;
 use clap::Subcommand;
 
 use super::error::{CliError, SecretsFileError};
-use super::{project, scaffold};
+use super::project;
+use super::scaffold;
+use super::signing;
 use crate::adapter::{FileStatus, Sandbox, SandboxLimits};
 use crate::config::Config;
 
@@ -16,8 +19,9 @@ const ADMIN_TOKEN_ENV: &str = "WHARF_ADMIN_TOKEN";
 
 #[derive(Subcommand)]
 pub enum AdapterCommand {
-    /// Load an adapter, validate it against the world and print its description as JSON;
-    /// when its fixtures ship beside it (`NAME.fixtures/`), run them too, as reload does.
+    /// Load an adapter, validate it against the world and print its description as JSON
+    /// (with its `sha256` and `signer`: a `FILE.sig` beside it is checked); when its fixtures
+    /// ship beside it (`NAME.fixtures/`), run them too, as reload does.
     Check { file: PathBuf },
     /// Run an adapter's fixtures through the host's verification path, without a database.
     /// Prints a diff for each failing case and exits non-zero if any fails.
@@ -55,6 +59,19 @@ pub enum AdapterCommand {
         #[arg(long)]
         install_toolchain: bool,
     },
+    /// Create a key pair for signing adapters: OUT.key (private, PKCS#8 PEM, mode 0600) and
+    /// OUT.pub (the line to list in `[adapters] trusted_keys`). Never overwrites.
+    Keygen {
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Sign an adapter file: writes FILE.sig beside it (Ed25519 over the file's SHA-256).
+    Sign {
+        file: PathBuf,
+        /// The private key, as `adapter keygen` wrote it.
+        #[arg(long)]
+        key: PathBuf,
+    },
 }
 
 pub async fn run(command: AdapterCommand, config: &Path) -> anyhow::Result<()> {
@@ -62,7 +79,11 @@ pub async fn run(command: AdapterCommand, config: &Path) -> anyhow::Result<()> {
         AdapterCommand::Check { file } => {
             let sandbox = Sandbox::new(SandboxLimits::default(), None)?;
             let adapter = Arc::new(sandbox.load(&file).await?);
-            println!("{}", serde_json::to_string_pretty(&adapter.info)?);
+            let signer = signing::signer_of(&file)?;
+            let mut shown = serde_json::to_value(&adapter.info)?;
+            shown["sha256"] = adapter.sha256.clone().into();
+            shown["signer"] = signer.to_string().into();
+            println!("{}", serde_json::to_string_pretty(&shown)?);
             // The same vetting as a hot reload: a file whose fixtures fail (or that breaks the
             // verification contract on one) would be refused there.
             let fixtures = crate::reload::fixtures_dir(&file);
@@ -112,6 +133,29 @@ pub async fn run(command: AdapterCommand, config: &Path) -> anyhow::Result<()> {
             let project = project::Project::load(&dir.unwrap_or_else(|| PathBuf::from(".")))?;
             let built = project::build(&project, install_toolchain)?;
             println!("built {} (wharf:adapter@{})", built.display(), project.wit);
+            Ok(())
+        }
+        AdapterCommand::Keygen { out } => {
+            let (key, public_file, public) = signing::keygen(&out)?;
+            println!(
+                "wrote {} (secret: keep it out of the adapters folder and of version control)",
+                key.display()
+            );
+            println!(
+                "wrote {}: list it in [adapters] trusted_keys",
+                public_file.display()
+            );
+            println!("{public}");
+            Ok(())
+        }
+        AdapterCommand::Sign { file, key } => {
+            let (sig, signature) = signing::sign(&file, &key)?;
+            println!(
+                "wrote {} (sha256 {}, signer {})",
+                sig.display(),
+                hex::encode(signature.sha256),
+                signature.signer
+            );
             Ok(())
         }
     }
@@ -168,17 +212,19 @@ async fn status(admin: Option<String>, config: &Path) -> anyhow::Result<()> {
     };
     let files: Vec<FileStatus> = admin_get(&admin, "/admin/adapters", &token).await?;
     println!(
-        "{:<28} {:<9} {:<20} {:<14} {:<12} error",
-        "file", "state", "adapter", "version", "sha256"
+        "{:<28} {:<9} {:<20} {:<14} {:<12} {:<20} error",
+        "file", "state", "adapter", "version", "sha256", "signer"
     );
     for f in files {
         println!(
-            "{:<28} {:<9} {:<20} {:<14} {:<12} {}",
+            "{:<28} {:<9} {:<20} {:<14} {:<12} {:<20} {}",
             f.file,
             f.state,
             f.adapter.unwrap_or_default(),
             f.version.unwrap_or_default(),
             f.sha256.as_deref().map_or("", |h| &h[..h.len().min(12)]),
+            // The key's first characters, enough to tell keys apart.
+            f.signer.as_deref().map_or("", |k| &k[..k.len().min(20)]),
             // The first line: a fixture's whole diff is in the log and the JSON.
             f.last_error
                 .as_deref()

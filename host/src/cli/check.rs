@@ -262,7 +262,8 @@ async fn load_adapters(config: &Config) -> anyhow::Result<AdapterSet> {
         SandboxLimits::from_config(&config.adapters),
         config.adapters.cache_dir.clone(),
     )?;
-    let reloader = Reloader::new(Arc::clone(&sandbox), config.adapters.dir.clone());
+    let reloader = Reloader::new(Arc::clone(&sandbox), config.adapters.dir.clone())
+        .trusting(config.adapters.trusted_keys.clone());
     reloader.initial(&Metrics::default()).await
 }
 

@@ -5,7 +5,8 @@
 //! - `dev`: `dev`: the example config against a throwaway local Postgres cluster
 //! - `events`: `events list|show|replay|purge`
 //! - `deliveries`: `deliveries list|show|replay`
-//! - `adapter`: `adapter check|test|status|new|build`
+//! - `adapter`: `adapter check|test|status|new|build|keygen|sign`
+//! - `signing`: `adapter keygen|sign`: the key pair and the `.sig` beside an adapter file
 //! - `scaffold`: the adapter crate `adapter new` writes in the adapters workspace
 //! - `project`: standalone adapter projects in Rust, JavaScript or Python
 //! - `check`: `config check`
@@ -31,6 +32,7 @@ mod published;
 mod resolve;
 mod scaffold;
 mod serve;
+mod signing;
 
 use clap::{Parser, Subcommand};
 

@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use crate::support::adapter_key::AdapterKey;
+
 section! {
     #[derive(Debug, Clone)]
     pub struct AdaptersConfig as a {
@@ -13,5 +15,8 @@ section! {
         pub max_concurrency: u32 = 64; 1..=1024,
         /// Threads that run adapter code (default: one per core), apart from those serving HTTP.
         pub threads: Option<usize>; 1..=256,
+        /// Signers whose adapter files may load (`ed25519:<base64>`, as `wharf adapter keygen`
+        /// writes them); empty: any file loads, and a `.sig` beside it is still checked.
+        pub trusted_keys: Vec<AdapterKey> = Vec::new(),
     }
 }

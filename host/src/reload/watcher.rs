@@ -13,6 +13,11 @@
 //! (`wharf adapter status`). A removed file unregisters its adapter (503 `adapter_unavailable`
 //! until it returns).
 //!
+//! With `[adapters] trusted_keys` set, a file must first carry a valid signature
+//! (`FILE.wasm.sig`, see `adapter::signature`) by one of those keys, or it is refused as any
+//! failing file is; without, a `.sig` present is still checked. A change to the `.sig` alone
+//! is a change: the file is vetted again.
+//!
 //! Two files may describe the same adapter name. Which one serves depends only on the files
 //! present, never on the order they arrived: among the files whose latest good version
 //! describes a name, the first in file-name order serves it, and every other one is refused
@@ -28,8 +33,10 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
+use crate::adapter::signature::{self, Signer};
 use crate::adapter::{AdapterSet, FileState, FileStatus, LoadedAdapter, Sandbox};
 use crate::ingest::Ingest;
+use crate::support::adapter_key::AdapterKey;
 use crate::support::metrics::Metrics;
 
 /// Quiet time after the last event before a pass: an editor's save or a copy is several events.
@@ -47,6 +54,7 @@ enum Change {
         file: String,
         adapter: Arc<LoadedAdapter>,
         fixtures_passed: Option<usize>,
+        signer: Signer,
     },
     Failed {
         file: String,
@@ -62,6 +70,7 @@ enum Change {
 struct Vetted {
     adapter: Arc<LoadedAdapter>,
     fixtures_passed: Option<usize>,
+    signer: Signer,
     loaded_at: String,
 }
 
@@ -80,6 +89,11 @@ pub struct Reloader {
     /// By file name. Kept here rather than in the adapter set because a file refused for a
     /// duplicate name holds a good version that serves nothing (yet).
     records: std::sync::Mutex<BTreeMap<String, FileRecord>>,
+    /// Signers whose files may load; empty: any.
+    trusted_keys: Vec<AdapterKey>,
+    /// By file name: the digest of the `.sig` beside it when it was last vetted (empty: none),
+    /// so that a new signature alone brings the file to be vetted again.
+    sig_seen: std::sync::Mutex<HashMap<String, String>>,
 }
 
 impl Reloader {
@@ -88,7 +102,15 @@ impl Reloader {
             sandbox,
             dir,
             records: Default::default(),
+            trusted_keys: Vec::new(),
+            sig_seen: Default::default(),
         }
+    }
+
+    /// Loads only files signed by one of `keys` (`[adapters] trusted_keys`); none: any file.
+    pub fn trusting(mut self, keys: Vec<AdapterKey>) -> Self {
+        self.trusted_keys = keys;
+        self
     }
 
     /// The first pass, at start: every valid file serves (the first in name order, for a
@@ -99,6 +121,11 @@ impl Reloader {
             "adapters dir {} is not a folder",
             self.dir.display()
         );
+        if !self.trusted_keys.is_empty() {
+            let keys: Vec<String> = self.trusted_keys.iter().map(ToString::to_string).collect();
+            tracing::info!(trusted_keys = %keys.join(", "),
+                "adapter files load only when signed by one of trusted_keys");
+        }
         let current = AdapterSet::default();
         let changes = self.changes(&current).await;
         Ok(self.settle(&current, &changes, metrics))
@@ -172,16 +199,46 @@ impl Reloader {
             let Ok(bytes) = tokio::fs::read(&path).await else {
                 continue; // Gone between listing and reading: the next pass sees it removed.
             };
-            let sha256 = hex::encode(Sha256::digest(&bytes));
+            let digest: [u8; 32] = Sha256::digest(&bytes).into();
+            let sha256 = hex::encode(digest);
+            let sig = signature::read_sig(&path);
+            let sig_digest = match &sig {
+                Ok(Some(b)) => hex::encode(Sha256::digest(b)),
+                Ok(None) => String::new(),
+                Err(_) => "unreadable".to_owned(),
+            };
             let known = current.files().get(&file);
-            if known.and_then(|s| s.last_attempt_sha256.as_deref()) == Some(sha256.as_str()) {
+            let sig_seen = self
+                .sig_seen
+                .lock()
+                .expect("not poisoned")
+                .get(&file)
+                .cloned();
+            if known.and_then(|s| s.last_attempt_sha256.as_deref()) == Some(sha256.as_str())
+                && sig_seen.as_ref() == Some(&sig_digest)
+            {
                 continue; // Already vetted, good or bad: same bytes, same verdict.
             }
-            changes.push(match self.vet(bytes, &path).await {
-                Ok((adapter, fixtures_passed)) => Change::Loaded {
+            self.sig_seen
+                .lock()
+                .expect("not poisoned")
+                .insert(file.clone(), sig_digest);
+            // The signature first: it is cheap, and an untrusted file is never compiled.
+            let vetted = match sig.and_then(|sig| {
+                signature::verify(&path, sig.as_deref(), &digest, &self.trusted_keys)
+            }) {
+                Ok(signer) => self
+                    .vet(bytes, &path)
+                    .await
+                    .map(|(adapter, passed)| (adapter, passed, signer)),
+                Err(e) => Err(e.into()),
+            };
+            changes.push(match vetted {
+                Ok((adapter, fixtures_passed, signer)) => Change::Loaded {
                     file,
                     adapter,
                     fixtures_passed,
+                    signer,
                 },
                 Err(e) => Change::Failed {
                     file,
@@ -192,6 +249,7 @@ impl Reloader {
         }
         for (file, status) in current.files() {
             if status.state != FileState::Removed && !present.contains(file) {
+                self.sig_seen.lock().expect("not poisoned").remove(file);
                 changes.push(Change::Removed { file: file.clone() });
             }
         }
@@ -231,11 +289,13 @@ impl Reloader {
                     file,
                     adapter,
                     fixtures_passed,
+                    signer,
                 } => {
                     *records.entry(file.clone()).or_default() = FileRecord {
                         vetted: Some(Vetted {
                             adapter: Arc::clone(adapter),
                             fixtures_passed: *fixtures_passed,
+                            signer: signer.clone(),
                             loaded_at: now.clone(),
                         }),
                         refusal: None,
@@ -265,6 +325,7 @@ impl Reloader {
                     status.version = None;
                     status.world = None;
                     status.sha256 = None;
+                    status.signer = None;
                     status.last_error = None;
                     status.last_attempt_sha256 = None;
                     status.last_attempt_at = Some(now.clone());
@@ -324,12 +385,14 @@ impl Reloader {
             status.version = Some(adapter.info.version.clone());
             status.world = Some(adapter.info.world.clone());
             status.sha256 = Some(adapter.sha256.clone());
+            status.signer = Some(vetted.signer.to_string());
             status.loaded_at = Some(vetted.loaded_at.clone());
             status.fixtures_passed = vetted.fixtures_passed;
             status.last_error = refusal;
             if (before.0, before.1.as_ref()) != (FileState::Serving, status.sha256.as_ref()) {
                 tracing::info!(adapter = %name, version = %adapter.info.version, file = %file,
-                    sha256 = %adapter.sha256, fixtures_passed = ?vetted.fixtures_passed,
+                    sha256 = %adapter.sha256, signer = %vetted.signer,
+                    fixtures_passed = ?vetted.fixtures_passed,
                     "adapter loaded");
                 metrics.adapter_reload(&name, "loaded");
             }
@@ -345,6 +408,7 @@ fn clear_serving(status: &mut FileStatus) {
     status.version = None;
     status.world = None;
     status.sha256 = None;
+    status.signer = None;
     status.loaded_at = None;
     status.fixtures_passed = None;
 }

@@ -1,5 +1,6 @@
 //! The bottom layer: leaves every other layer may use, and that use nothing of the crate.
 
+pub mod adapter_key;
 pub mod clock;
 pub mod columns;
 pub mod compression;
