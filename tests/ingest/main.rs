@@ -30,6 +30,7 @@ mod reload;
 mod sandbox;
 mod scaffold;
 mod secrets;
+mod signed_adapters;
 mod slow_bodies;
 mod strangers;
 mod tls;

@@ -77,9 +77,10 @@ pub enum AdapterCommand {
 pub async fn run(command: AdapterCommand, config: &Path) -> anyhow::Result<()> {
     match command {
         AdapterCommand::Check { file } => {
+            // The signature first: a file changed after signing is refused for that.
+            let signer = signing::signer_of(&file)?;
             let sandbox = Sandbox::new(SandboxLimits::default(), None)?;
             let adapter = Arc::new(sandbox.load(&file).await?);
-            let signer = signing::signer_of(&file)?;
             let mut shown = serde_json::to_value(&adapter.info)?;
             shown["sha256"] = adapter.sha256.clone().into();
             shown["signer"] = signer.to_string().into();
