@@ -220,3 +220,28 @@ fn a_declared_table_reads_as_a_derived_one_would() {
         "{error}"
     );
 }
+
+#[test]
+fn trusted_keys_are_read_at_load_and_a_malformed_one_is_refused() {
+    let key = "ed25519:".to_owned() + &"A".repeat(43) + "=";
+    let config = config_with("adapters", &format!("trusted_keys = [\"{key}\"]")).unwrap();
+    assert_eq!(config.adapters.trusted_keys.len(), 1);
+    assert_eq!(config.adapters.trusted_keys[0].to_string(), key);
+    assert!(
+        config_with("adapters", "")
+            .unwrap()
+            .adapters
+            .trusted_keys
+            .is_empty()
+    );
+    for (bad, why) in [
+        ("AAAA", "starts with \"ed25519:\""),
+        ("ed25519:AAAA", "32 bytes, not 3"),
+        ("ed25519:not base64!", "not base64"),
+    ] {
+        let error = config_with("adapters", &format!("trusted_keys = [\"{bad}\"]"))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains(why), "{bad}: {error}");
+    }
+}
