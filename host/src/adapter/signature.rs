@@ -131,17 +131,14 @@ impl SignatureFile {
 
     /// The file's text; `file` is the signed file's name, for the reader.
     pub fn render(&self, file: &str) -> String {
-        let mut table = toml::Table::new();
-        table.insert("file".into(), file.into());
-        table.insert("sha256".into(), hex::encode(self.sha256).into());
-        table.insert("signer".into(), self.signer.to_string().into());
-        table.insert(
-            "signature".into(),
-            STANDARD.encode(self.signature.to_bytes()).into(),
-        );
+        // In the documented order; only `file` needs TOML's quoting (hex and base64 do not).
         format!(
-            "# Wharf adapter signature: `wharf adapter sign`, see docs/operations.md\n{}",
-            toml::to_string(&table).unwrap_or_default()
+            "# Wharf adapter signature: `wharf adapter sign`, see docs/operations.md\n\
+             file = {}\nsha256 = \"{}\"\nsigner = \"{}\"\nsignature = \"{}\"\n",
+            toml::Value::String(file.to_owned()),
+            hex::encode(self.sha256),
+            self.signer,
+            STANDARD.encode(self.signature.to_bytes()),
         )
     }
 }

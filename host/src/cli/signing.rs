@@ -62,9 +62,14 @@ pub fn keygen(out: &Path) -> Result<(PathBuf, PathBuf, AdapterKey), SigningError
     let mut seed = Zeroizing::new([0u8; 32]);
     OsRng.fill_bytes(seed.as_mut());
     let key = ed25519_dalek::SigningKey::from_bytes(&seed);
-    let der = key
-        .to_pkcs8_der()
-        .map_err(|_| SigningError::NotAKey(key_path.clone()))?;
+    // PKCS#8 v1 (the seed alone), as OpenSSL writes and reads it; ed25519-dalek's own
+    // encoding is v2 (with the public key), which OpenSSL 3.0 does not read.
+    let der = ed25519_dalek::pkcs8::KeypairBytes {
+        secret_key: *seed,
+        public_key: None,
+    }
+    .to_pkcs8_der()
+    .map_err(|_| SigningError::NotAKey(key_path.clone()))?;
     let pem = Zeroizing::new(pem_encode(der.as_bytes()));
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create_new(true);
