@@ -242,3 +242,80 @@ async fn with_trusted_keys_only_files_signed_by_them_load_and_a_refused_file_lea
 
     app.shutdown().await;
 }
+
+/// A JSON log line's field (`fields.NAME`, or at the top level).
+fn field<'a>(line: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    match &line["fields"][name] {
+        serde_json::Value::Null => &line[name],
+        value => value,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_load_log_line_and_adapter_status_show_each_files_sha256_and_signer() {
+    let keys = tempfile::tempdir().unwrap();
+    let trusted = keygen(keys.path(), "team");
+    let written = TestApp::builder().with_admin().write_config().await;
+    let text = std::fs::read_to_string(&written.config_path).unwrap();
+    let text = text.replacen(
+        "[adapters]\n",
+        &format!("[adapters]\ntrusted_keys = [\"{trusted}\"]\n"),
+        1,
+    );
+    std::fs::write(&written.config_path, text).unwrap();
+    let stripe = written.adapters_dir().join("stripe.wasm");
+    sign(&stripe, &keys.path().join("team.key"));
+    let sha256 = hex::encode(sha2::Sha256::digest(std::fs::read(&stripe).unwrap()));
+    let log = written.dir.path().join("wharf.log");
+    let server = ServeProcess::start(&written.config_path, Some(&log)).await;
+
+    // The token from the config's secrets file; the listener's port from the process.
+    let admin = server.admin.clone().expect("admin listener");
+    let status = run_wharf(&[
+        "adapter",
+        "status",
+        "--config",
+        written.config_path.to_str().unwrap(),
+        "--admin",
+        &admin,
+    ]);
+    assert_ran(&status, "adapter status");
+    let table = String::from_utf8(status.stdout).unwrap();
+    assert!(table.lines().next().unwrap().contains("signer"), "{table}");
+    let row = |file: &str| {
+        table
+            .lines()
+            .find(|l| l.starts_with(file))
+            .unwrap_or_else(|| panic!("{file} in {table}"))
+            .to_owned()
+    };
+    assert!(row("stripe.wasm").contains("serving"), "{table}");
+    assert!(row("stripe.wasm").contains(&sha256[..12]), "{table}");
+    assert!(row("stripe.wasm").contains(&trusted[..20]), "{table}");
+    assert!(row("github.wasm").contains("refused"), "{table}");
+    assert!(row("github.wasm").contains("no signature"), "{table}");
+    server.stop().await;
+
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let loaded = lines
+        .iter()
+        .find(|l| field(l, "message") == "adapter loaded" && field(l, "file") == "stripe.wasm")
+        .expect("stripe's load line");
+    assert_eq!(field(loaded, "sha256"), sha256.as_str());
+    assert_eq!(field(loaded, "signer"), trusted.as_str());
+    let refused = lines
+        .iter()
+        .find(|l| field(l, "file") == "github.wasm" && field(l, "error").is_string())
+        .expect("github's refusal line");
+    assert!(
+        field(refused, "error")
+            .as_str()
+            .unwrap()
+            .starts_with("no signature: "),
+        "{refused}"
+    );
+}

@@ -345,6 +345,7 @@ impl Reloader {
                 status.state,
                 status.sha256.clone(),
                 status.last_error.clone(),
+                status.signer.clone(),
             );
             let record = records.get(file);
             let refusal = record.and_then(|r| r.refusal.clone());
@@ -389,7 +390,14 @@ impl Reloader {
             status.loaded_at = Some(vetted.loaded_at.clone());
             status.fixtures_passed = vetted.fixtures_passed;
             status.last_error = refusal;
-            if (before.0, before.1.as_ref()) != (FileState::Serving, status.sha256.as_ref()) {
+            // Logged again when only the signer changed (the same bytes re-signed).
+            if (before.0, before.1.as_ref(), before.3.as_ref())
+                != (
+                    FileState::Serving,
+                    status.sha256.as_ref(),
+                    status.signer.as_ref(),
+                )
+            {
                 tracing::info!(adapter = %name, version = %adapter.info.version, file = %file,
                     sha256 = %adapter.sha256, signer = %vetted.signer,
                     fixtures_passed = ?vetted.fixtures_passed,
