@@ -16,6 +16,7 @@ mod group_commit;
 mod limits;
 mod logs;
 mod outage;
+mod projects;
 mod provider_adyen;
 mod provider_discord;
 mod provider_gitlab;

@@ -16,6 +16,7 @@ use std::time::{Duration, SystemTime};
 use super::build::build;
 use super::manifest::Project;
 use crate::adapter::{Sandbox, SandboxLimits};
+use crate::cli::install;
 
 /// How often the sources are compared.
 const POLL: Duration = Duration::from_millis(500);
@@ -103,44 +104,10 @@ pub async fn run_fixtures(
 /// Fixtures, then the component, each renamed into place.
 fn ship(project: &Project, built: &Path, into: &Path) -> anyhow::Result<()> {
     let name = &project.name;
-    let fixtures = into.join(format!("{name}.fixtures"));
-    let staged = into.join(format!(".{name}.fixtures.new"));
-    let old = into.join(format!(".{name}.fixtures.old"));
-    for leftover in [&staged, &old] {
-        if leftover.exists() {
-            std::fs::remove_dir_all(leftover)?;
-        }
-    }
-    copy_tree(&project.fixtures(), &staged)?;
-    // A folder cannot be renamed over a non-empty one: the old one steps aside first. Only
-    // a component's change triggers a vetting, so the instant with no fixtures is never read.
-    if fixtures.exists() {
-        std::fs::rename(&fixtures, &old)?;
-    }
-    std::fs::rename(&staged, &fixtures)?;
-    if old.exists() {
-        std::fs::remove_dir_all(&old)?;
-    }
+    install::replace_dir(&project.fixtures(), &into.join(format!("{name}.fixtures")))?;
     // Signing (`--key`) belongs here: the signature file must be in place before the
     // component's rename, which is what the reloader acts on.
-    let temp = into.join(format!(".{name}.wasm.new"));
-    std::fs::copy(built, &temp).map_err(|e| anyhow::anyhow!("{}: {e}", temp.display()))?;
-    std::fs::rename(&temp, into.join(format!("{name}.wasm")))?;
-    Ok(())
-}
-
-fn copy_tree(from: &Path, to: &Path) -> anyhow::Result<()> {
-    std::fs::create_dir_all(to)?;
-    for entry in std::fs::read_dir(from).map_err(|e| anyhow::anyhow!("{}: {e}", from.display()))? {
-        let path = entry?.path();
-        let dest = to.join(path.file_name().expect("an entry has a name"));
-        if path.is_dir() {
-            copy_tree(&path, &dest)?;
-        } else {
-            std::fs::copy(&path, &dest)?;
-        }
-    }
-    Ok(())
+    install::replace_file(built, &into.join(format!("{name}.wasm")))
 }
 
 /// Every source file's path, size and modification time, in a stable order.
