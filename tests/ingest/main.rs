@@ -33,6 +33,7 @@ mod scaffold;
 mod secrets;
 mod slow_bodies;
 mod strangers;
+mod tenminute;
 mod tls;
 mod vectors;
 mod walkthrough;
