@@ -8,7 +8,8 @@ use std::sync::Arc;
 use clap::Subcommand;
 
 use super::error::{CliError, SecretsFileError};
-use super::{project, scaffold};
+use super::project;
+use super::scaffold;
 use crate::adapter::{FileStatus, Sandbox, SandboxLimits};
 use crate::config::Config;
 

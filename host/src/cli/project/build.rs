@@ -2,8 +2,10 @@
 
 use std::path::PathBuf;
 
+use super::js;
 use super::manifest::{Lang, Project};
-use super::{js, python, rust};
+use super::python;
+use super::rust;
 
 /// Builds `project` into `project.output()` with its language's toolchain; `install`: fetch a
 /// missing toolchain (JS, Python) instead of saying how to.

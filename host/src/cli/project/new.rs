@@ -3,8 +3,11 @@
 
 use std::path::Path;
 
+use super::guide;
+use super::js;
 use super::manifest::{Lang, Project};
-use super::{guide, js, python, rust};
+use super::python;
+use super::rust;
 use crate::cli::scaffold;
 
 /// The WIT package version new projects target.
