@@ -26,7 +26,11 @@ pub(super) fn template(name: &str, sdk: &Path) -> Vec<(&'static str, String)> {
             "Cargo.toml",
             CARGO_TOML
                 .replace("{name}", name)
-                .replace("{sdk}", &sdk.display().to_string()),
+                // A TOML string, quoted and escaped whatever the path holds.
+                .replace(
+                    "\"{sdk}\"",
+                    &toml::Value::String(sdk.display().to_string()).to_string(),
+                ),
         ),
         ("Cargo.lock", LOCKFILE.to_owned()),
         ("src/lib.rs", crate::cli::scaffold::lib_rs(name)),
