@@ -52,7 +52,7 @@ fn readme(name: &str, lang: Lang) -> String {
          ```sh\n{install}\n\
          wharf adapter build            # the component: dist/{name}.wasm\n\
          wharf adapter test             # runs fixtures/ through the host's verification path\n\
-         wharf adapter watch --into /var/lib/wharf/adapters\n\
+         wharf adapter watch --into /opt/wharf/adapters\n\
          \x20                              # on every change: build, test, and when green copy\n\
          \x20                              # dist/{name}.wasm and its fixtures into a running\n\
          \x20                              # receiver's adapters folder, which hot-reloads it\n\
