@@ -131,3 +131,47 @@ fn stamp(path: &Path) -> Stamp {
     out.sort();
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Merge;
+
+    fn write(path: &std::path::Path, text: &str) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    #[test]
+    fn a_later_folder_wins_a_shared_name_and_changes_and_removals_follow() {
+        let root = tempfile::tempdir().unwrap();
+        let (bundled, extra, merged) = (
+            root.path().join("bundled"),
+            root.path().join("extra"),
+            root.path().join("merged"),
+        );
+        write(&bundled.join("a.wasm"), "bundled a");
+        write(&bundled.join("b.wasm"), "bundled b");
+        write(&extra.join("b.wasm"), "extra b");
+        write(&extra.join("b.fixtures/valid/body"), "{}");
+        write(&extra.join(".b.wasm.new"), "half written");
+        write(&merged.join("stale.wasm"), "from an earlier run");
+        let mut merge = Merge::start(vec![bundled.clone(), extra.clone()], &merged).unwrap();
+        let read = |name: &str| std::fs::read_to_string(merged.join(name)).ok();
+        assert_eq!(read("a.wasm").as_deref(), Some("bundled a"));
+        assert_eq!(read("b.wasm").as_deref(), Some("extra b"));
+        assert_eq!(read("b.fixtures/valid/body").as_deref(), Some("{}"));
+        assert_eq!(read(".b.wasm.new"), None, "dot-names are in-flight copies");
+        assert_eq!(read("stale.wasm"), None, "the merge starts empty");
+
+        write(&extra.join("b.wasm"), "extra b, version 2");
+        std::fs::remove_file(bundled.join("a.wasm")).unwrap();
+        merge.pass().unwrap();
+        assert_eq!(read("b.wasm").as_deref(), Some("extra b, version 2"));
+        assert_eq!(read("a.wasm"), None);
+
+        // The extra file goes: the bundled one of that name serves again.
+        std::fs::remove_file(extra.join("b.wasm")).unwrap();
+        merge.pass().unwrap();
+        assert_eq!(read("b.wasm").as_deref(), Some("bundled b"));
+    }
+}
