@@ -163,6 +163,12 @@ fn the_packaged_sdk_alone_builds_an_adapter_outside_the_repository() {
         assert!(readme.contains(command), "README lacks {command}");
     }
 
+    let unbuilt = run_wharf_in(&project, &["adapter", "test"], &[]);
+    let stderr = String::from_utf8_lossy(&unbuilt.stderr);
+    assert!(
+        !unbuilt.status.success() && stderr.contains("run `wharf adapter build` first"),
+        "{stderr}"
+    );
     let built = wharf_ok(&project, &["adapter", "build"]);
     assert!(built.contains("wharf:adapter@0.2.0"), "{built}");
     let tested = wharf_ok(&project, &["adapter", "test"]);

@@ -168,6 +168,11 @@ fn test_target(
     if target.is_dir() {
         let project = project::Project::load(&target)?;
         let fixtures = fixtures.unwrap_or_else(|| project.fixtures());
+        anyhow::ensure!(
+            project.output().is_file(),
+            "{} is not built yet: run `wharf adapter build` first",
+            project.output().display()
+        );
         return Ok((project.output(), fixtures));
     }
     let fixtures = fixtures.unwrap_or_else(|| crate::reload::fixtures_dir(&target));
