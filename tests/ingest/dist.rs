@@ -103,6 +103,20 @@ async fn the_release_tarball_installs_into_a_prefix_and_serves_signed_requests()
     }
     assert!(prefix.join("var/cache").is_dir());
     assert!(prefix.join("README.md").is_file());
+    // The SDK beside bin/ is what the installed binary's new projects depend on.
+    assert!(prefix.join("sdk/wit/adapter.wit").is_file());
+    let project = dir.path().join("from-tarball");
+    run(Command::new(&bin)
+        .args(["adapter", "new", "from-tarball", "--dir"])
+        .arg(&project)
+        .env_remove("WHARF_SDK")
+        .current_dir("/"));
+    let manifest = std::fs::read_to_string(project.join("Cargo.toml")).unwrap();
+    let sdk = prefix.join("sdk").canonicalize().unwrap();
+    assert!(
+        manifest.contains(&format!("path = \"{}\"", sdk.display())),
+        "{manifest}"
+    );
 
     let config = prefix.join("etc/wharf.toml");
     let database = fresh_database().await;

@@ -110,6 +110,20 @@ impl ServeProcess {
         Self::spawn(child, config, log, env, 60).await
     }
 
+    /// Starts `wharf <command...> --config CONFIG` in the folder `dir` (`wharf dev` keeps its
+    /// state in `.wharf-dev/` there).
+    pub async fn start_in(
+        dir: &Path,
+        command: &[&str],
+        config: &Path,
+        log: Option<&Path>,
+        env: &[(&str, &str)],
+    ) -> Self {
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_wharf"));
+        child.args(command).current_dir(dir);
+        Self::spawn(child, config, log, env, 60).await
+    }
+
     /// Starts another copy of the binary (an installed one) as `wharf serve`, from `/` as
     /// systemd starts it, so nothing may depend on the test's working folder. Its cache of
     /// compiled adapters starts empty, so it may take longer to start.

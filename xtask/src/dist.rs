@@ -7,6 +7,8 @@
 //! wharf-<version>-<target>/
 //!   bin/wharf
 //!   adapters/<name>.wasm, adapters/<name>.fixtures/   (adapters/dist/, not testing/)
+//!   sdk/                     adapters/sdk: the Rust guest SDK, which `bin/wharf adapter new
+//!                            --dir` makes new projects depend on
 //!   etc/wharf.toml           examples/wharf.toml, paths pointed into the prefix, admin API off
 //!   etc/secrets.toml         examples/secrets.toml: demo secrets, to replace
 //!   etc/payload-keys.toml    examples/payload-keys.toml: a public dev key, to replace
@@ -129,6 +131,8 @@ pub fn package(p: &Package) -> Result<Built> {
         &staging.join("adapters"),
     )?;
 
+    copy_sdk(&p.root.join("adapters").join("sdk"), &staging.join("sdk"))?;
+
     let examples = p.root.join("examples");
     let etc = staging.join("etc");
     mkdir(&etc)?;
@@ -250,6 +254,19 @@ fn copy_adapters(dist: &Path, dest: &Path) -> Result<usize> {
         ));
     }
     Ok(count)
+}
+
+/// The guest SDK's crate: its manifest (which inherits nothing from the adapters workspace, so
+/// the copy builds alone), README, sources and the WIT it is generated from.
+fn copy_sdk(sdk: &Path, dest: &Path) -> Result {
+    mkdir(dest)?;
+    for file in ["Cargo.toml", "README.md"] {
+        copy(&sdk.join(file), &dest.join(file))?;
+    }
+    for folder in ["src", "wit"] {
+        copy_tree(&sdk.join(folder), &dest.join(folder))?;
+    }
+    Ok(())
 }
 
 /// `examples/wharf.toml` with its header replaced and its paths pointed into the prefix.

@@ -16,11 +16,12 @@
 
 #[doc(hidden)]
 pub mod __bindings {
-    //! Generated once here from `wit/adapter.wit` (`wharf:adapter@0.2.0`), so adapter crates
-    //! need no `wit-bindgen` of their own. Not for authors: [`export!`](crate::export) is the
+    //! Generated once here from the crate's own `wit/adapter.wit` (`wharf:adapter@0.2.0`, a
+    //! copy of the repository's `wit/adapter.wit` that a test keeps identical), so the crate
+    //! builds from its package alone and adapter crates need no `wit-bindgen` of their own. Not for authors: [`export!`](crate::export) is the
     //! only thing that uses the generated trait and export macro.
     wit_bindgen::generate!({
-        path: "../../wit/adapter.wit",
+        path: "wit/adapter.wit",
         world: "adapter",
         pub_export_macro: true,
         export_macro_name: "export_adapter",

@@ -1,6 +1,6 @@
-//! `wharf adapter check|test|status|new|build|keygen|sign`: load and vet an adapter, run its
-//! fixtures, ask a running receiver what became of its adapter files, scaffold a new one, sign
-//! one (`signing`).
+//! `wharf adapter check|test|status|new|build|watch|keygen|sign`: load and vet an adapter, run
+//! its fixtures, ask a running receiver what became of its adapter files, scaffold a new one,
+//! build a project and ship it into a receiver's folder on every change, sign one (`signing`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -51,6 +51,10 @@ pub enum AdapterCommand {
         /// The project's language.
         #[arg(long, value_enum, default_value = "rust")]
         lang: project::Lang,
+        /// Rust: the wharf-adapter-sdk folder the project depends on (default: WHARF_SDK, else
+        /// the `sdk/` of the release this binary came from, else its source tree's).
+        #[arg(long)]
+        sdk: Option<PathBuf>,
     },
     /// Build a project (default: the current folder) into `dist/NAME.wasm`.
     Build {
@@ -71,6 +75,25 @@ pub enum AdapterCommand {
         /// The private key, as `adapter keygen` wrote it.
         #[arg(long)]
         key: PathBuf,
+    },
+    /// On every change to a project's sources (default: the current folder): build, run its
+    /// fixtures, and when they all pass copy `NAME.wasm` and `NAME.fixtures/` into a running
+    /// receiver's adapters folder (fixtures first, each renamed into place), which hot-reloads it.
+    Watch {
+        dir: Option<PathBuf>,
+        /// The receiver's adapters folder (`[adapters] dir`, or `wharf dev --adapters DIR`).
+        #[arg(long)]
+        into: PathBuf,
+        /// Build, test and ship once, then exit (non-zero when any step fails).
+        #[arg(long)]
+        once: bool,
+        /// Install a missing JavaScript or Python toolchain instead of saying how.
+        #[arg(long)]
+        install_toolchain: bool,
+        /// Sign each shipped file with this key (`adapter keygen`), writing `NAME.wasm.sig`
+        /// beside it, for a receiver with `[adapters] trusted_keys`.
+        #[arg(long)]
+        key: Option<PathBuf>,
     },
 }
 
@@ -97,20 +120,17 @@ pub async fn run(command: AdapterCommand, config: &Path) -> anyhow::Result<()> {
         AdapterCommand::Test { target, fixtures } => {
             let (file, fixtures) = test_target(target, fixtures)?;
             let sandbox = Sandbox::new(SandboxLimits::default(), None)?;
-            let adapter = Arc::new(sandbox.load(&file).await?);
-            println!(
-                "{} {} ({})",
-                adapter.info.name,
-                adapter.info.version,
-                fixtures.display()
-            );
-            let report = crate::reload::run_dir(&adapter, &fixtures).await?;
-            print!("{}", report.render());
+            let report = project::run_fixtures(&sandbox, &file, &fixtures).await?;
             anyhow::ensure!(report.failed() == 0, "{} fixtures failed", report.failed());
             Ok(())
         }
         AdapterCommand::Status { admin } => status(admin, config).await,
-        AdapterCommand::New { name, dir, lang } => {
+        AdapterCommand::New {
+            name,
+            dir,
+            lang,
+            sdk,
+        } => {
             let workspace = dir.clone().unwrap_or_else(|| PathBuf::from("adapters"));
             if dir.is_none() || is_workspace(&workspace) {
                 anyhow::ensure!(
@@ -123,8 +143,9 @@ pub async fn run(command: AdapterCommand, config: &Path) -> anyhow::Result<()> {
                 return Ok(());
             }
             let dir = dir.expect("checked above");
-            project::new_project(&dir, &name, lang)?;
+            project::new_project(&dir, &name, lang, sdk.as_deref())?;
             println!("created {}", dir.display());
+            print!("{}", project::next_steps(&dir));
             Ok(())
         }
         AdapterCommand::Build {
@@ -159,6 +180,22 @@ pub async fn run(command: AdapterCommand, config: &Path) -> anyhow::Result<()> {
             );
             Ok(())
         }
+        AdapterCommand::Watch {
+            dir,
+            into,
+            once,
+            install_toolchain,
+            key,
+        } => {
+            let project = project::Project::load(&dir.unwrap_or_else(|| PathBuf::from(".")))?;
+            let options = project::Watch {
+                into,
+                once,
+                install_toolchain,
+                key,
+            };
+            project::watch(&project, &options).await
+        }
     }
 }
 
@@ -180,6 +217,11 @@ fn test_target(
     if target.is_dir() {
         let project = project::Project::load(&target)?;
         let fixtures = fixtures.unwrap_or_else(|| project.fixtures());
+        anyhow::ensure!(
+            project.output().is_file(),
+            "{} is not built yet: run `wharf adapter build` first",
+            project.output().display()
+        );
         return Ok((project.output(), fixtures));
     }
     let fixtures = fixtures.unwrap_or_else(|| crate::reload::fixtures_dir(&target));

@@ -3,9 +3,11 @@
 //!
 //! - `serve`: `serve`, `worker`, `migrate`: run until a signal; apply the migrations
 //! - `dev`: `dev`: the example config against a throwaway local Postgres cluster
+//! - `dev_adapters`: `dev --adapters DIR`: out-of-tree adapters merged beside the bundled ones
+//! - `install`: files put into a watched adapters folder, staged then renamed
 //! - `events`: `events list|show|replay|purge`
 //! - `deliveries`: `deliveries list|show|replay`
-//! - `adapter`: `adapter check|test|status|new|build|keygen|sign`
+//! - `adapter`: `adapter check|test|status|new|build|watch|keygen|sign`
 //! - `signing`: `adapter keygen|sign`: the key pair and the `.sig` beside an adapter file
 //! - `scaffold`: the adapter crate `adapter new` writes in the adapters workspace
 //! - `project`: standalone adapter projects in Rust, JavaScript or Python
@@ -23,8 +25,10 @@ mod adapter;
 mod check;
 mod deliveries;
 mod dev;
+mod dev_adapters;
 mod error;
 mod events;
+mod install;
 mod listing;
 mod payloads;
 mod project;
@@ -65,7 +69,13 @@ enum Command {
     /// Serve the example adapters and endpoints against a throwaway local Postgres cluster
     /// (started in `.wharf-dev/` unless a database URL is set; its URL is printed and kept in
     /// `.wharf-dev/database-url` for the other commands while it runs).
-    Dev,
+    Dev {
+        /// Also serve the adapters in this folder (repeatable; a later folder wins a file name
+        /// it shares): merged with the config's into `.wharf-dev/adapters/`, and kept in step,
+        /// so a file that lands there (`wharf adapter watch --into DIR`) is hot-reloaded.
+        #[arg(long = "adapters", value_name = "DIR")]
+        adapters: Vec<PathBuf>,
+    },
     /// Process accepted events without serving HTTP: workers, relays and the reconciler.
     Worker {
         /// Workers in this process (default: `[worker] count`, at least 1).
@@ -126,6 +136,29 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// `dev --adapters`: the receiver serves the merge of the config's folder and `extra`; the
+/// returned task keeps it in step (none without `extra`).
+fn merge_adapters(
+    config: &mut crate::config::Config,
+    extra: Vec<PathBuf>,
+) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>> {
+    if extra.is_empty() {
+        return Ok(None);
+    }
+    let sources = std::iter::once(config.adapters.dir.clone())
+        .chain(extra)
+        .collect();
+    let merged = std::path::Path::new(dev_adapters::MERGED);
+    let merge = dev_adapters::Merge::start(sources, merged)?;
+    // On stderr: stdout's first line is the addresses' JSON.
+    tracing::info!(
+        dir = %merged.display(),
+        "wharf dev: serving the adapters folders merged here, kept in step with them"
+    );
+    config.adapters.dir = merged.canonicalize()?;
+    Ok(Some(merge.spawn()))
+}
+
 /// Logs go to stderr, at `default` unless `RUST_LOG` says otherwise; `WHARF_LOG_FORMAT=json`
 /// for one JSON object per line.
 fn init_tracing(default: &str) {
@@ -151,9 +184,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             serve::serve(config).await
         }
         Command::Migrate => serve::migrate(&database_url(named.as_deref())?).await,
-        Command::Dev => {
-            let (config, cluster) = dev::prepare(&file(dev::DEFAULT_CONFIG))?;
-            let result = serve::serve(config).await;
+        Command::Dev { adapters } => {
+            let (mut config, cluster) = dev::prepare(&file(dev::DEFAULT_CONFIG))?;
+            let result = match merge_adapters(&mut config, adapters) {
+                Ok(_merging) => serve::serve(config).await,
+                Err(e) => Err(e),
+            };
             if let Some(cluster) = cluster {
                 cluster.stop();
             }

@@ -110,13 +110,15 @@ pub fn new_adapter(adapters_dir: &Path, name: &str) -> anyhow::Result<PathBuf> {
     let workspace = adapters_dir.join("Cargo.toml");
     let manifest = std::fs::read_to_string(&workspace).map_err(|e| {
         anyhow::anyhow!(
-            "{}: {e} (run from the repository root, or pass --dir)",
+            "{}: {e} (run from a Wharf checkout's root; anywhere else, make a standalone \
+             project: wharf adapter new {name} --dir DIR)",
             workspace.display()
         )
     })?;
     anyhow::ensure!(
         adapters_dir.join("../wit/adapter.wit").is_file(),
-        "{} has no ../wit/adapter.wit beside it",
+        "{} has no ../wit/adapter.wit beside it: not a Wharf checkout's adapters workspace \
+         (for a standalone project: wharf adapter new {name} --dir DIR)",
         adapters_dir.display()
     );
     let crate_dir = adapters_dir.join(name);

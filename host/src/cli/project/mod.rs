@@ -4,32 +4,21 @@
 //!
 //! - `manifest`: `wharf-adapter.toml`, what a project is (name, language, WIT version)
 //! - `new`: `adapter new NAME --dir DIR`: what a new project holds
+//! - `guide`: the README and `ci.sh` every new project gets
 //! - `rust`, `js`, `python`: each language's template and build
+//! - `build`: `adapter build`, dispatched on the project's language
+//! - `watch`: `adapter watch --into`: rebuild, test and ship into a receiver's folder
 
+mod build;
+mod guide;
 mod js;
 mod manifest;
 mod new;
 mod python;
 mod rust;
+mod watch;
 
-use std::path::PathBuf;
-
+pub use build::build;
 pub use manifest::{Lang, Project};
-pub use new::new_project;
-
-/// Builds `project` into `project.output()` with its language's toolchain; `install`: fetch a
-/// missing toolchain (JS, Python) instead of saying how to.
-pub fn build(project: &Project, install: bool) -> anyhow::Result<PathBuf> {
-    match project.lang {
-        Lang::Rust => rust::build(project)?,
-        Lang::Js => js::build(project, install)?,
-        Lang::Python => python::build(project, install)?,
-    }
-    let output = project.output();
-    anyhow::ensure!(
-        output.is_file(),
-        "the build finished without writing {}",
-        output.display()
-    );
-    Ok(output)
-}
+pub use new::{new_project, next_steps};
+pub use watch::{Watch, run_fixtures, watch};
