@@ -49,13 +49,17 @@ fn sign(file: &Path, key: &Path) {
 }
 
 async fn file_status(app: &TestApp, file: &str) -> serde_json::Value {
+    listed(app, file)
+        .await
+        .unwrap_or_else(|| panic!("{file} is listed"))
+}
+
+/// The file's entry in `/admin/adapters`, if the receiver has seen it.
+async fn listed(app: &TestApp, file: &str) -> Option<serde_json::Value> {
     let answer = app.admin_get("/admin/adapters").await;
     answer.assert_status(200);
     let files: Vec<serde_json::Value> = serde_json::from_str(&answer.body).unwrap();
-    files
-        .into_iter()
-        .find(|f| f["file"] == file)
-        .unwrap_or_else(|| panic!("{file} is listed"))
+    files.into_iter().find(|f| f["file"] == file)
 }
 
 /// Polls `/admin/adapters` until `done` holds for the file's status.
@@ -67,7 +71,7 @@ async fn wait_for(
 ) -> serde_json::Value {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let status = file_status(app, file).await;
+        let status = listed(app, file).await.unwrap_or_default();
         if done(&status) {
             return status;
         }
@@ -318,4 +322,66 @@ async fn the_load_log_line_and_adapter_status_show_each_files_sha256_and_signer(
             .starts_with("no signature: "),
         "{refused}"
     );
+}
+
+/// The author's loop against a receiver that requires signatures: `adapter watch --key` signs
+/// what it ships, so a project built outside the repository is served with its signer shown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_with_a_key_ships_a_project_a_receiver_requiring_signatures_serves() {
+    use crate::projects::{SKELETON_SECRET, skeleton_headers, wharf_ok};
+    let outside = tempfile::tempdir().unwrap();
+    let trusted = keygen(outside.path(), "team");
+    let project = outside.path().join("signed");
+    wharf_ok(
+        outside.path(),
+        &[
+            "adapter",
+            "new",
+            "signed",
+            "--dir",
+            project.to_str().unwrap(),
+        ],
+    );
+    let written = TestApp::builder()
+        .with_admin()
+        .add_secrets(format!(
+            "[[signed]]\nversion = \"v1\"\nvalue = \"{SKELETON_SECRET}\"\n"
+        ))
+        .endpoint("signed", "signed", "signed", "")
+        .write_config()
+        .await;
+    let text = std::fs::read_to_string(&written.config_path).unwrap();
+    let text = text.replacen(
+        "[adapters]\n",
+        &format!("[adapters]\ntrusted_keys = [\"{trusted}\"]\n"),
+        1,
+    );
+    std::fs::write(&written.config_path, text).unwrap();
+    let adapters = written.adapters_dir();
+    let app = written.start().await;
+
+    let key = outside.path().join("team.key");
+    wharf_ok(
+        &project,
+        &[
+            "adapter",
+            "watch",
+            "--once",
+            "--into",
+            adapters.to_str().unwrap(),
+            "--key",
+            key.to_str().unwrap(),
+        ],
+    );
+    assert!(adapters.join("signed.wasm.sig").is_file());
+    let status = wait_for(&app, "signed.wasm", "the signed project serving", |s| {
+        s["state"] == "serving"
+    })
+    .await;
+    assert_eq!(status["signer"], trusted.as_str(), "{status}");
+    let body = br#"{"id":"evt_s1","type":"order.created","data":{"id":"ord_1"}}"#.to_vec();
+    let headers = skeleton_headers(SKELETON_SECRET, &body);
+    let answer = post(&app.client, &app.base, "signed", &refs(&headers), body).await;
+    answer.assert_accepted("a signed project's event");
+    app.shutdown().await;
 }
