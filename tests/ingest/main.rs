@@ -14,6 +14,7 @@ mod dist;
 mod fixtures;
 mod group_commit;
 mod limits;
+mod live_config;
 mod logs;
 mod outage;
 mod provider_adyen;
