@@ -165,9 +165,7 @@ impl ConfigReloader {
             Ok(text) => text,
             Err(e) => {
                 // Handled once until the file is readable again.
-                if applied.seen.take().is_none() {
-                    return None;
-                }
+                applied.seen.take()?;
                 return Some(Err(Refusal::Unreadable(e)));
             }
         };
