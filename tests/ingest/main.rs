@@ -31,6 +31,7 @@ mod reload;
 mod sandbox;
 mod scaffold;
 mod secrets;
+mod self_signed_fixtures;
 mod slow_bodies;
 mod strangers;
 mod tls;

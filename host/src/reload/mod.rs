@@ -5,10 +5,12 @@
 //! - `config_file`: `ConfigReloader`, the config file watched: endpoints swap live, any other
 //!   change refused with its reason
 //! - `fixtures`: the fixture format, the runner behind `wharf adapter test`, the bounded diff
+//! - `fixture_sign`: self-signing fixtures: `[sign]`, the templates and the MAC the runner computes
 //! - `fixture_folder`: reading a fixtures folder: plain folders and files only, sizes capped
 
 mod config_file;
 mod fixture_folder;
+mod fixture_sign;
 mod fixtures;
 mod watcher;
 
