@@ -37,4 +37,5 @@ mod strangers;
 mod tls;
 mod vectors;
 mod walkthrough;
+mod wit_check;
 mod wit_versions;

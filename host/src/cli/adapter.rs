@@ -8,7 +8,7 @@ use clap::Subcommand;
 
 use super::error::{CliError, SecretsFileError};
 use super::{project, scaffold};
-use crate::adapter::{FileStatus, Sandbox, SandboxLimits};
+use crate::adapter::{FileStatus, Sandbox, SandboxLimits, WitVersion};
 use crate::config::Config;
 
 /// The admin API's bearer token for `wharf adapter status`, when the config is not at hand.
@@ -61,8 +61,24 @@ pub async fn run(command: AdapterCommand, config: &Path) -> anyhow::Result<()> {
     match command {
         AdapterCommand::Check { file } => {
             let sandbox = Sandbox::new(SandboxLimits::default(), None)?;
-            let adapter = Arc::new(sandbox.load(&file).await?);
-            println!("{}", serde_json::to_string_pretty(&adapter.info)?);
+            let adapter = sandbox
+                .load(&file)
+                .await
+                .map_err(|e| anyhow::anyhow!("{}: {e:#}", file.display()))?;
+            let adapter = Arc::new(adapter);
+            // The description, and the WIT package the file targets beside those this host
+            // serves (a file targeting another one is refused by the load above, saying so).
+            let mut shown = serde_json::to_value(&adapter.info)?;
+            shown["wit"] = adapter.info.world.clone().into();
+            shown["wit_served"] = true.into();
+            shown["host_serves"] = WitVersion::served_packages().into();
+            println!("{}", serde_json::to_string_pretty(&shown)?);
+            eprintln!(
+                "{}: targets {}: served by this host (it serves {})",
+                file.display(),
+                adapter.info.world,
+                WitVersion::SERVED.join(", ")
+            );
             // The same vetting as a hot reload: a file whose fixtures fail (or that breaks the
             // verification contract on one) would be refused there.
             let fixtures = crate::reload::fixtures_dir(&file);
