@@ -146,3 +146,28 @@ async fn an_invalid_file_and_a_restart_only_change_are_refused_and_the_old_confi
     assert!(!text.contains(&db), "the database URL was logged");
     server.stop().await;
 }
+
+#[tokio::test]
+async fn an_endpoint_refused_for_a_missing_secret_set_applies_once_the_set_arrives() {
+    let app = TestApp::builder().start().await;
+    // The endpoint first, naming a set the secrets file does not have yet: refused.
+    rewrite(&app.config.config_path, |t| {
+        t + "\n[[endpoint]]\nid = \"stripe-eu\"\nadapter = \"stripe\"\nsecret = \"stripe-eu\"\n"
+    });
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    send(&app.client, &app.base, "stripe-eu", "evt_refused")
+        .await
+        .assert_is(404, "unknown_endpoint", "refused while its set is missing");
+    // Then the set: the refused file is judged again and applies.
+    rewrite(&app.config.secrets_path, |t| {
+        format!("{t}\n[[stripe-eu]]\nversion = \"eu-1\"\nvalue = \"{STRIPE_SECRET}\"\n")
+    });
+    let mut n = 0;
+    eventually("the endpoint applies once its secret set exists", || {
+        n += 1;
+        let id = format!("evt_eu_{n}");
+        let (client, base) = (app.client.clone(), app.base.clone());
+        async move { send(&client, &base, "stripe-eu", &id).await.status == 200 }
+    })
+    .await;
+}

@@ -1,7 +1,9 @@
 //! The config file, watched like the secrets file: a change to `[[endpoint]]` applies live
 //! (the endpoint table and its rate limits swap atomically; processing shares the table), and
 //! any other change is refused with its reason while the configuration that was serving keeps
-//! serving. A file that does not parse or validate is refused the same way.
+//! serving. A file that does not parse or validate is refused the same way. A refused text is
+//! judged again at each pass (what it lacked, such as a secret set, may arrive), and each
+//! refusal is reported once.
 //!
 //! Which keys reload live is written down in `docs/operations.md` ("Reloading the config
 //! file"): `[[endpoint]]` entries, added, removed or changed, here; the secrets file's contents
@@ -108,8 +110,26 @@ struct Applied {
     config: Config,
     /// The last applied file, parsed: restart-only keys are compared with it.
     table: toml::Table,
-    /// The last text a pass handled (applied or refused): the same text is not handled twice.
-    seen: Option<String>,
+    /// The last applied file's text: reading it again changes nothing.
+    text: Option<String>,
+    /// The text last refused (`None`: unreadable) and the reason said. It is judged again at
+    /// every pass, since what it lacked may arrive (a secret set added to the secrets file
+    /// after the endpoint naming it), but the same refusal is reported once.
+    refused: Option<(Option<String>, String)>,
+}
+
+/// A refusal to report, unless it is the one last reported for the same text.
+fn refuse(
+    applied: &mut Applied,
+    text: Option<String>,
+    refusal: Refusal,
+) -> Option<Result<EndpointChanges, Refusal>> {
+    let said = (text, refusal.to_string());
+    if applied.refused.as_ref() == Some(&said) {
+        return None;
+    }
+    applied.refused = Some(said);
+    Some(Err(refusal))
 }
 
 /// Watches the config file and applies its endpoints to a running receiver.
@@ -145,7 +165,8 @@ impl ConfigReloader {
             applied: Mutex::new(Applied {
                 config: config.clone(),
                 table,
-                seen: text,
+                text,
+                refused: None,
             }),
         }))
     }
@@ -161,23 +182,29 @@ impl ConfigReloader {
     ) -> Option<Result<EndpointChanges, Refusal>> {
         let mut applied = self.applied();
         let text = match read {
-            Ok(text) if applied.seen.as_ref() == Some(&text) => return None,
             Ok(text) => text,
-            Err(e) => {
-                // Handled once until the file is readable again.
-                applied.seen.take()?;
-                return Some(Err(Refusal::Unreadable(e)));
-            }
+            Err(e) => return refuse(&mut applied, None, Refusal::Unreadable(e)),
         };
-        applied.seen = Some(text.clone());
-        let result = self.evaluate(&applied, &text).map(|(config, table)| {
-            let changes = EndpointChanges::between(&applied.config.endpoints, &config.endpoints);
-            self.ingest.replace_endpoints(&config.endpoints);
-            applied.config = config;
-            applied.table = table;
-            changes
-        });
-        Some(result)
+        if applied.text.as_ref() == Some(&text) {
+            if applied.refused.take().is_some() {
+                tracing::info!(file = %self.path.display(),
+                    "config file back to the configuration serving");
+            }
+            return None;
+        }
+        match self.evaluate(&applied, &text) {
+            Ok((config, table)) => {
+                let changes =
+                    EndpointChanges::between(&applied.config.endpoints, &config.endpoints);
+                self.ingest.replace_endpoints(&config.endpoints);
+                applied.config = config;
+                applied.table = table;
+                applied.text = Some(text);
+                applied.refused = None;
+                Some(Ok(changes))
+            }
+            Err(refusal) => refuse(&mut applied, Some(text), refusal),
+        }
     }
 
     /// The configuration `text` would serve, or why it may not.
@@ -263,7 +290,12 @@ impl ConfigReloader {
         };
         let mut seen = read_now().await;
         loop {
-            if matches!((&seen, &self.applied().seen), (Ok(t), Some(s)) if t == s) {
+            let serving = {
+                let applied = self.applied();
+                matches!((&seen, &applied.text), (Ok(t), Some(s)) if t == s)
+                    && applied.refused.is_none()
+            };
+            if serving {
                 return;
             }
             tokio::select! {
