@@ -307,6 +307,16 @@ impl ProcessingHost {
             None => None,
         };
         let processing = Arc::new(processing);
+        // Its workers know an endpoint added to the config file as the receivers do.
+        let reloader = ConfigReloader::for_processing(
+            &config,
+            Arc::clone(&processing.endpoints),
+            Arc::clone(&processing.metrics),
+        );
+        if let Some(reloader) = reloader {
+            let watcher = reloader.watch(cancel.clone())?;
+            tasks.spawn(async move { watcher.await.map_err(Into::into) });
+        }
         processing.spawn(workers, &cancel, &mut tasks);
         let admin_addr = match admin {
             Some(addr) => {

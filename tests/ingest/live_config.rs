@@ -171,3 +171,40 @@ async fn an_endpoint_refused_for_a_missing_secret_set_applies_once_the_set_arriv
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_separate_worker_reloads_endpoints_too_and_processes_the_new_ones_events() {
+    // Ingest here, processing in a `wharf worker` process on the same config file.
+    let app = TestApp::builder().workers(0).start().await;
+    let log = app.config.dir.path().join("worker.log");
+    let worker = ServeProcess::start_with(
+        &["worker", "--count", "1"],
+        &app.config.config_path,
+        Some(&log),
+        &[],
+    )
+    .await;
+    rewrite(&app.config.config_path, |t| t + EXTRA_ENDPOINT);
+    log_with(&log, "endpoint added").await;
+    let mut n = 0;
+    eventually("the receiver serves the added endpoint", || {
+        n += 1;
+        let id = format!("evt_worker_{n}");
+        let (client, base) = (app.client.clone(), app.base.clone());
+        async move { send(&client, &base, "stripe-eu", &id).await.status == 200 }
+    })
+    .await;
+    wait_until_count(
+        &app.db,
+        "SELECT count(*) FROM webhook_inbox WHERE endpoint_id = 'stripe-eu' AND status = 'PROCESSED'",
+        1,
+    )
+    .await;
+    let failed: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM webhook_inbox WHERE status = 'FAILED'")
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    assert_eq!(failed, 0);
+    worker.stop().await;
+}

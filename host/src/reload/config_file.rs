@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Config, EndpointConfig, tolerance_without_timestamp};
+use crate::config::{Config, EndpointConfig, LiveEndpoints, tolerance_without_timestamp};
 use crate::ingest::{Ingest, SECRETS_QUIET, SecretStore};
 use crate::support::metrics::Metrics;
 use crate::support::toml_lines::TomlError;
@@ -132,23 +132,46 @@ fn refuse(
     Some(Err(refusal))
 }
 
-/// Watches the config file and applies its endpoints to a running receiver.
+/// What a reload applies to: a receiver (its ingest, whose endpoint table processing shares,
+/// checked against its secrets file and adapters), or processing alone (`wharf worker`).
+enum Target {
+    Receiver {
+        ingest: Arc<Ingest>,
+        secrets: Arc<SecretStore>,
+    },
+    Processing(Arc<LiveEndpoints>),
+}
+
+/// Watches the config file and applies its endpoints to a running receiver or worker.
 pub struct ConfigReloader {
     path: PathBuf,
-    ingest: Arc<Ingest>,
-    secrets: Arc<SecretStore>,
+    target: Target,
     metrics: Arc<Metrics>,
     applied: Mutex<Applied>,
 }
 
 impl ConfigReloader {
-    /// For a config read from a file (`Config::load`); `None` for one built in memory.
+    /// For a receiver whose config was read from a file (`Config::load`); `None` for one
+    /// built in memory.
     pub fn new(
         config: &Config,
         ingest: Arc<Ingest>,
         secrets: Arc<SecretStore>,
         metrics: Arc<Metrics>,
     ) -> Option<Arc<Self>> {
+        Self::with_target(config, Target::Receiver { ingest, secrets }, metrics)
+    }
+
+    /// For `wharf worker`: the endpoints its workers look up (`Processing::endpoints`).
+    pub fn for_processing(
+        config: &Config,
+        endpoints: Arc<LiveEndpoints>,
+        metrics: Arc<Metrics>,
+    ) -> Option<Arc<Self>> {
+        Self::with_target(config, Target::Processing(endpoints), metrics)
+    }
+
+    fn with_target(config: &Config, target: Target, metrics: Arc<Metrics>) -> Option<Arc<Self>> {
         let path = config.source.clone()?;
         // The file as it is now; had it changed since the start read it, the difference shows
         // at the first pass only if it touches restart-only keys, as it should.
@@ -159,8 +182,7 @@ impl ConfigReloader {
             .unwrap_or_default();
         Some(Arc::new(Self {
             path,
-            ingest,
-            secrets,
+            target,
             metrics,
             applied: Mutex::new(Applied {
                 config: config.clone(),
@@ -196,7 +218,10 @@ impl ConfigReloader {
             Ok((config, table)) => {
                 let changes =
                     EndpointChanges::between(&applied.config.endpoints, &config.endpoints);
-                self.ingest.replace_endpoints(&config.endpoints);
+                match &self.target {
+                    Target::Receiver { ingest, .. } => ingest.replace_endpoints(&config.endpoints),
+                    Target::Processing(endpoints) => endpoints.replace(&config.endpoints),
+                }
                 applied.config = config;
                 applied.table = table;
                 applied.text = Some(text);
@@ -225,16 +250,20 @@ impl ConfigReloader {
         let mut config = applied.config.clone();
         config.endpoints = read.endpoints;
         let mut problems: Vec<String> = config.problems().into_iter().map(|p| p.message).collect();
-        if let Ok(secrets) = &*self.secrets.current() {
-            let names: Vec<&str> = secrets.set_names().collect();
-            let missing = config.missing_secret_sets(&names, &config.secrets.file);
-            problems.extend(missing.into_iter().map(|p| p.message));
-        }
-        let adapters = self.ingest.adapters();
-        for e in &config.endpoints {
-            if let Some(a) = adapters.get(&e.adapter) {
-                let signs_timestamp = a.info.tolerance_past_secs.is_some();
-                problems.extend(tolerance_without_timestamp(e, signs_timestamp));
+        // A worker reads neither the providers' secrets nor the adapters: those checks are
+        // the receivers'.
+        if let Target::Receiver { ingest, secrets } = &self.target {
+            if let Ok(secrets) = &*secrets.current() {
+                let names: Vec<&str> = secrets.set_names().collect();
+                let missing = config.missing_secret_sets(&names, &config.secrets.file);
+                problems.extend(missing.into_iter().map(|p| p.message));
+            }
+            let adapters = ingest.adapters();
+            for e in &config.endpoints {
+                if let Some(a) = adapters.get(&e.adapter) {
+                    let signs_timestamp = a.info.tolerance_past_secs.is_some();
+                    problems.extend(tolerance_without_timestamp(e, signs_timestamp));
+                }
             }
         }
         if !problems.is_empty() {
@@ -249,8 +278,12 @@ impl ConfigReloader {
         match result {
             Ok(changes) => {
                 self.metrics.config_reload("applied");
-                let adapters = self.ingest.adapters();
-                let endpoints = self.ingest.endpoints();
+                let (endpoints, adapters) = match &self.target {
+                    Target::Receiver { ingest, .. } => {
+                        (ingest.endpoints(), Some(ingest.adapters()))
+                    }
+                    Target::Processing(endpoints) => (Arc::clone(endpoints), None),
+                };
                 for (ids, what) in [
                     (&changes.added, "endpoint added"),
                     (&changes.changed, "endpoint changed"),
@@ -258,7 +291,9 @@ impl ConfigReloader {
                     for id in ids {
                         let adapter = endpoints.get(id).map(|e| e.adapter.clone());
                         tracing::info!(%file, endpoint = %id, adapter = ?adapter, "{what}");
-                        if let Some(name) = adapter.filter(|a| adapters.get(a).is_none()) {
+                        let loaded =
+                            |a: &String| adapters.as_ref().is_none_or(|s| s.get(a).is_some());
+                        if let Some(name) = adapter.filter(|a| !loaded(a)) {
                             tracing::warn!(endpoint = %id, adapter = %name,
                                 "adapter not loaded: the endpoint answers 503 adapter_unavailable until it is");
                         }
