@@ -19,7 +19,7 @@ use crate::ingest::Store;
 use crate::ingest::{Admission, ClientLimits, CommitSettings, Handoff, Ingest, RateLimits};
 use crate::ingest::{KeySource, SecretStore};
 use crate::processing::{self, Processing};
-use crate::reload::Reloader;
+use crate::reload::{ConfigReloader, Reloader};
 use crate::retention::Retention;
 use crate::support::clock::{SharedClock, SystemClock};
 use crate::support::failpoint;
@@ -158,9 +158,16 @@ impl Server {
             .with_rate_limits(RateLimits::new(&config.endpoints, &config.providers))
             .with_traces(traces.clone()),
         );
+        let config_reloader = ConfigReloader::new(
+            &config,
+            Arc::clone(&ingest),
+            Arc::clone(&secrets),
+            Arc::clone(&metrics),
+        );
         let config = Arc::new(config);
         let processing = Arc::new(
             Processing::new(Arc::clone(&config), metrics, ingest.signals(), payload_keys)?
+                .with_endpoints(ingest.endpoints())
                 .with_signing(Arc::clone(&secrets) as Arc<dyn KeySource>, options.clock)
                 .with_traces(traces.clone())
                 .with_handoff(handoff),
@@ -181,6 +188,11 @@ impl Server {
         tasks.spawn(retention.run(retention_clock, cancel.clone()));
         let adapter_watcher = reloader.watch(Arc::clone(&ingest), cancel.clone())?;
         tasks.spawn(async move { adapter_watcher.await.map_err(Into::into) });
+        // Endpoints reload with the config file; a config built in memory has no file.
+        if let Some(config_reloader) = config_reloader {
+            let config_watcher = config_reloader.watch(cancel.clone())?;
+            tasks.spawn(async move { config_watcher.await.map_err(Into::into) });
+        }
         let public = Listener {
             limits,
             tls: match &certs {
@@ -296,6 +308,16 @@ impl ProcessingHost {
             None => None,
         };
         let processing = Arc::new(processing);
+        // Its workers know an endpoint added to the config file as the receivers do.
+        let reloader = ConfigReloader::for_processing(
+            &config,
+            Arc::clone(&processing.endpoints),
+            Arc::clone(&processing.metrics),
+        );
+        if let Some(reloader) = reloader {
+            let watcher = reloader.watch(cancel.clone())?;
+            tasks.spawn(async move { watcher.await.map_err(Into::into) });
+        }
         processing.spawn(workers, &cancel, &mut tasks);
         let admin_addr = match admin {
             Some(addr) => {

@@ -2,8 +2,20 @@
 //! seconds, for providers that write event times as text (Square). Small on purpose: the guest
 //! has no clock and needs no calendar beyond this.
 
-/// Parses an RFC 3339 date-time to Unix seconds (fractional seconds truncated toward the past).
-/// `None` for anything else: a missing offset, out-of-range fields, or trailing bytes.
+/// Parses an RFC 3339 date-time to whole Unix seconds. `None` for anything else: a missing
+/// offset, out-of-range fields, or trailing bytes.
+///
+/// **Fractional seconds are dropped**, whatever their number of digits (they must be digits,
+/// at least one): the result is the whole second at or before the instant, so
+/// `2022-07-13T20:30:59.999Z` and `2022-07-13T20:30:59Z` both give `1657744259`. Two events
+/// of one object created within the same second therefore get the same
+/// [`ObjectVersion::CreatedAt`](crate::ObjectVersion), and the host orders them by event id.
+/// A provider whose ordering needs sub-second precision should be given a
+/// [`ObjectVersion::Sequence`](crate::ObjectVersion) instead.
+///
+/// Also accepted, as RFC 3339 allows: `t`/`z` in lower case, a space for `T`, any `+hh:mm` or
+/// `-hh:mm` offset (converted to UTC), and a leap second `:60` (read as the next minute's
+/// `:00`). Not accepted: a date alone, no offset, `+hhmm` without the colon.
 pub fn parse_rfc3339(input: &str) -> Option<i64> {
     let b = input.as_bytes();
     let num = |from: usize, len: usize| -> Option<i64> {
@@ -105,6 +117,22 @@ mod tests {
         );
         assert_eq!(parse_rfc3339("2000-02-29T00:00:00Z"), Some(951_782_400));
         assert_eq!(parse_rfc3339("1969-12-31T23:59:59Z"), Some(-1));
+    }
+
+    #[test]
+    fn fractions_are_dropped_and_leap_seconds_roll_over_as_documented() {
+        let whole = parse_rfc3339("2022-07-13T20:30:59Z");
+        assert_eq!(whole, Some(1_657_744_259));
+        for fraction in ["0", "5", "999", "999999999999"] {
+            let with = format!("2022-07-13T20:30:59.{fraction}Z");
+            assert_eq!(parse_rfc3339(&with), whole, "{with}");
+        }
+        assert_eq!(parse_rfc3339("1969-12-31T23:59:59.5Z"), Some(-1));
+        assert_eq!(
+            parse_rfc3339("2016-12-31T23:59:60Z"),
+            parse_rfc3339("2017-01-01T00:00:00Z")
+        );
+        assert_eq!(parse_rfc3339("2022-07-13 20:30:59z"), Some(1_657_744_259));
     }
 
     #[test]

@@ -51,7 +51,8 @@ pub(super) fn check_imports(
         .ok_or_else(|| anyhow::anyhow!("component does not import {TYPES_INTERFACE}*"))?;
     let served = WitVersion::from_import(version).ok_or_else(|| {
         anyhow::anyhow!(
-            "component targets wharf:adapter@{version}; this host serves {}",
+            "targets wharf:adapter@{version}; this host serves {} (and their patch releases): \
+             build it with an SDK for one of those (docs/writing-an-adapter.md, \"Compatibility\")",
             WitVersion::SERVED.join(", ")
         )
     })?;

@@ -11,7 +11,7 @@ use super::error::{CliError, SecretsFileError};
 use super::project;
 use super::scaffold;
 use super::signing;
-use crate::adapter::{FileStatus, Sandbox, SandboxLimits};
+use crate::adapter::{FileStatus, Sandbox, SandboxLimits, WitVersion};
 use crate::config::Config;
 
 /// The admin API's bearer token for `wharf adapter status`, when the config is not at hand.
@@ -103,11 +103,26 @@ pub async fn run(command: AdapterCommand, config: &Path) -> anyhow::Result<()> {
             // The signature first: a file changed after signing is refused for that.
             let signer = signing::signer_of(&file)?;
             let sandbox = Sandbox::new(SandboxLimits::default(), None)?;
-            let adapter = Arc::new(sandbox.load(&file).await?);
+            let adapter = sandbox
+                .load(&file)
+                .await
+                .map_err(|e| anyhow::anyhow!("{}: {e:#}", file.display()))?;
+            let adapter = Arc::new(adapter);
+            // The description, and the WIT package the file targets beside those this host
+            // serves (a file targeting another one is refused by the load above, saying so).
             let mut shown = serde_json::to_value(&adapter.info)?;
             shown["sha256"] = adapter.sha256.clone().into();
             shown["signer"] = signer.to_string().into();
+            shown["wit"] = adapter.info.world.clone().into();
+            shown["wit_served"] = true.into();
+            shown["host_serves"] = WitVersion::served_packages().into();
             println!("{}", serde_json::to_string_pretty(&shown)?);
+            eprintln!(
+                "{}: targets {}: served by this host (it serves {})",
+                file.display(),
+                adapter.info.world,
+                WitVersion::SERVED.join(", ")
+            );
             // The same vetting as a hot reload: a file whose fixtures fail (or that breaks the
             // verification contract on one) would be refused there.
             let fixtures = crate::reload::fixtures_dir(&file);

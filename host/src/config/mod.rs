@@ -15,6 +15,8 @@ mod adapters;
 mod database;
 /// `[[endpoint]]`: adapter, secret sets, settings, the overrides each endpoint may set.
 mod endpoints;
+/// The endpoints serving now, swapped whole on a live reload.
+mod live;
 /// `[payloads]` and `[secrets]`: the files keys and secret sets are read from.
 mod payloads;
 /// The problems a check finds, each at its key, and the range messages.
@@ -46,6 +48,7 @@ pub use database::{DatabaseConfig, MAX_COMMIT_TIMEOUT_MS};
 pub use endpoints::{
     EndpointConfig, MAX_TOLERANCE_SECS, UnsupportedTypes, tolerance_without_timestamp,
 };
+pub use live::{EndpointTable, LiveEndpoints};
 pub use payloads::{PayloadsConfig, SecretsConfig};
 pub use problems::{KeyPath, Problem};
 pub use providers::{MAX_RATE_LIMIT, MIN_RATE_PER_SECOND, ProviderConfig, RateLimit};
@@ -91,6 +94,9 @@ pub struct Config {
     pub retention: RetentionConfig,
     /// OpenTelemetry traces to an OTLP collector; none: no spans, no exporter.
     pub tracing: Option<TracingConfig>,
+    /// The file this was read from (`load`), which a receiver watches to reload its endpoints.
+    #[serde(skip)]
+    pub source: Option<PathBuf>,
 }
 
 impl Config {
@@ -126,6 +132,7 @@ impl Config {
             }
         })?;
         config.apply_env(|k| std::env::var(k).ok())?;
+        config.source = Some(path.to_owned());
         Ok(config)
     }
 

@@ -2,7 +2,6 @@
 //! adapter `prepare` → verification under every trusted secret version → freshness →
 //! adapter `parse` → one acceptance transaction. Provider specifics live only in adapters.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
@@ -21,7 +20,7 @@ use super::secrets::{
 use super::store::Store;
 use super::verify::{self, Inputs, VerifyError};
 use crate::adapter::{self, AdapterSet, LoadedAdapter, Parsed, RejectionKind, RequestView};
-use crate::config::{EndpointConfig, UnsupportedTypes, glob_match};
+use crate::config::{EndpointConfig, LiveEndpoints, UnsupportedTypes, glob_match};
 use crate::support::clock::SharedClock;
 use crate::support::failpoint;
 use crate::support::metrics::Metrics;
@@ -83,7 +82,8 @@ pub struct Admitted {
 }
 
 pub struct Ingest {
-    endpoints: HashMap<String, Arc<EndpointConfig>>,
+    /// Shared with processing; swapped whole by a live config reload.
+    endpoints: Arc<LiveEndpoints>,
     adapters: ArcSwap<AdapterSet>,
     secrets: Arc<SecretStore>,
     store: Store,
@@ -92,7 +92,7 @@ pub struct Ingest {
     metrics: Arc<Metrics>,
     signals: Arc<Signals>,
     admission: Admission,
-    rate_limits: RateLimits,
+    rate_limits: ArcSwap<RateLimits>,
     traces: Traces,
 }
 
@@ -108,10 +108,7 @@ impl Ingest {
     ) -> Self {
         let rate_limits = RateLimits::new(&endpoints, &[]);
         Self {
-            endpoints: endpoints
-                .into_iter()
-                .map(|e| (e.id.clone(), Arc::new(e)))
-                .collect(),
+            endpoints: Arc::new(LiveEndpoints::new(&endpoints)),
             adapters: ArcSwap::from_pointee(adapters),
             secrets,
             store,
@@ -120,16 +117,30 @@ impl Ingest {
             metrics,
             signals: Arc::default(),
             admission: Admission::default(),
-            rate_limits,
+            rate_limits: ArcSwap::from_pointee(rate_limits),
             traces: Traces::off(),
         }
     }
 
     /// Rate limits with the providers' buckets too (`[[provider]]`); the endpoints' own come
     /// with them.
-    pub fn with_rate_limits(mut self, rate_limits: RateLimits) -> Self {
-        self.rate_limits = rate_limits;
+    pub fn with_rate_limits(self, rate_limits: RateLimits) -> Self {
+        self.rate_limits.store(Arc::new(rate_limits));
         self
+    }
+
+    /// The endpoint table this ingest serves, for processing to share.
+    pub fn endpoints(&self) -> Arc<LiveEndpoints> {
+        Arc::clone(&self.endpoints)
+    }
+
+    /// Swaps in a new endpoint list (a live config reload): the table and the endpoints' rate
+    /// limits, each bucket kept whose endpoint's limit did not change. Requests in flight keep
+    /// the endpoint they were admitted with.
+    pub fn replace_endpoints(&self, endpoints: &[EndpointConfig]) {
+        let limits = self.rate_limits.load().with_endpoints(endpoints);
+        self.rate_limits.store(Arc::new(limits));
+        self.endpoints.replace(endpoints);
     }
 
     /// Admission with the configured answer budget (`[server] answer_budget_ms`).
@@ -162,7 +173,7 @@ impl Ingest {
     }
 
     pub fn has_endpoint(&self, id: &str) -> bool {
-        self.endpoints.contains_key(id)
+        self.endpoints.get(id).is_some()
     }
 
     pub fn store(&self) -> &Store {
@@ -235,7 +246,7 @@ impl Ingest {
         .min()
         .unwrap_or(self.max_body_bytes);
         Ok(Admitted {
-            endpoint: Arc::clone(endpoint),
+            endpoint,
             adapter,
             max_body_bytes,
         })
@@ -297,6 +308,7 @@ impl Ingest {
         let verified = verified?;
         // Verified: only now may it spend the endpoint's and provider's buckets, before a commit.
         self.rate_limits
+            .load()
             .charge_verified(&admitted.endpoint, &self.metrics)
             .map_err(IngestError::RateLimited)?;
         match verified {

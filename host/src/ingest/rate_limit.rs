@@ -17,7 +17,7 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv6Addr};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::config::{EndpointConfig, ProviderConfig, RateLimit};
@@ -64,16 +64,17 @@ impl Limited {
     }
 }
 
-/// The endpoints' and providers' buckets, fixed at start.
+/// The endpoints' and providers' buckets: the providers' fixed at start, the endpoints'
+/// carried over by a live reload (`with_endpoints`).
 pub struct RateLimits {
-    endpoints: HashMap<String, Bucket>,
-    providers: HashMap<String, Bucket>,
+    endpoints: HashMap<String, Arc<Bucket>>,
+    providers: HashMap<String, Arc<Bucket>>,
     /// The origin of every bucket's schedule.
     started: Instant,
 }
 
 /// A rate: how a schedule advances and how far it may run ahead.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 struct Rate {
     /// The time one token takes to come back: 1 s / `per_second`.
     interval: Duration,
@@ -216,13 +217,35 @@ impl RateLimits {
         Self {
             endpoints: endpoints
                 .iter()
-                .filter_map(|e| Some((e.id.clone(), Bucket::new(e.rate_limit?))))
+                .filter_map(|e| Some((e.id.clone(), Arc::new(Bucket::new(e.rate_limit?)))))
                 .collect(),
             providers: providers
                 .iter()
-                .map(|p| (p.adapter.clone(), Bucket::new(p.rate_limit)))
+                .map(|p| (p.adapter.clone(), Arc::new(Bucket::new(p.rate_limit))))
                 .collect(),
             started: Instant::now(),
+        }
+    }
+
+    /// The same limits for a new endpoint list (a live config reload): the providers' buckets
+    /// and each endpoint's whose rate did not change are shared, tokens spent and all, so a
+    /// reload never refills a bucket; a new or changed limit starts full.
+    pub fn with_endpoints(&self, endpoints: &[EndpointConfig]) -> Self {
+        let endpoints = endpoints
+            .iter()
+            .filter_map(|e| {
+                let rate = Rate::new(e.rate_limit?);
+                let bucket = match self.endpoints.get(&e.id) {
+                    Some(old) if old.rate == rate => Arc::clone(old),
+                    _ => Arc::new(Bucket::new(e.rate_limit?)),
+                };
+                Some((e.id.clone(), bucket))
+            })
+            .collect();
+        Self {
+            endpoints,
+            providers: self.providers.clone(),
+            started: self.started,
         }
     }
 
@@ -252,8 +275,14 @@ impl RateLimits {
     ) -> Result<(), Limited> {
         // Always the endpoint's first, then the provider's: one lock order, no deadlock.
         let mut held: Vec<(LimitScope, &Bucket, MutexGuard<'_, Duration>)> = [
-            (LimitScope::Endpoint, self.endpoints.get(endpoint_id)),
-            (LimitScope::Provider, self.providers.get(adapter)),
+            (
+                LimitScope::Endpoint,
+                self.endpoints.get(endpoint_id).map(|b| &**b),
+            ),
+            (
+                LimitScope::Provider,
+                self.providers.get(adapter).map(|b| &**b),
+            ),
         ]
         .into_iter()
         .filter_map(|(scope, bucket)| bucket.map(|b| (scope, b, b.lock())))
@@ -292,10 +321,12 @@ mod tests {
         let limit = |(per_second, burst)| RateLimit { per_second, burst };
         let mut l = RateLimits::new(&[], &[]);
         if let Some(e) = endpoint {
-            l.endpoints.insert("e".into(), Bucket::new(limit(e)));
+            l.endpoints
+                .insert("e".into(), Arc::new(Bucket::new(limit(e))));
         }
         if let Some(p) = provider {
-            l.providers.insert("a".into(), Bucket::new(limit(p)));
+            l.providers
+                .insert("a".into(), Arc::new(Bucket::new(limit(p))));
         }
         l
     }
@@ -450,5 +481,25 @@ mod tests {
             assert!(c.lock().len() <= MAX_CLIENTS);
         }
         assert!(c.check_at(flooder, Duration::from_secs(300)).is_err());
+    }
+
+    #[test]
+    fn a_reload_keeps_an_unchanged_endpoints_spent_tokens_and_starts_a_changed_one_full() {
+        let limit = |per_second, burst| Some(RateLimit { per_second, burst });
+        let endpoint = |id: &str, rate_limit| {
+            let text = format!("id = \"{id}\"\nadapter = \"a\"\nsecret = \"s\"\n");
+            let mut e: EndpointConfig = toml::from_str(&text).unwrap();
+            e.rate_limit = rate_limit;
+            e
+        };
+        let before = RateLimits::new(&[endpoint("e", limit(1.0, 1))], &[]);
+        let now = || Duration::ZERO;
+        before.try_take_with("e", "a", now).unwrap();
+        before.try_take_with("e", "a", now).unwrap_err();
+        let same = before.with_endpoints(&[endpoint("e", limit(1.0, 1)), endpoint("n", None)]);
+        same.try_take_with("e", "a", now).unwrap_err();
+        same.try_take_with("n", "a", now).unwrap();
+        let changed = same.with_endpoints(&[endpoint("e", limit(2.0, 1))]);
+        changed.try_take_with("e", "a", now).unwrap();
     }
 }

@@ -10,7 +10,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use tokio_util::sync::CancellationToken;
 
 use super::nats::Nats;
-use crate::config::Config;
+use crate::config::{Config, EndpointConfig, LiveEndpoints, ProjectionDocument};
 use crate::ingest::Redacted;
 use crate::ingest::{Handoff, KeySource};
 use crate::support::clock::{SharedClock, SystemClock};
@@ -23,6 +23,9 @@ use crate::support::traces::Traces;
 pub struct Processing {
     pub pool: PgPool,
     pub config: Arc<Config>,
+    /// The endpoints as configured now: `config.endpoints` at start, then the receiver's live
+    /// table (shared with ingest, swapped by a config reload).
+    pub endpoints: Arc<LiveEndpoints>,
     pub metrics: Arc<Metrics>,
     pub signals: Arc<Signals>,
     pub nats: Option<Arc<Nats>>,
@@ -76,6 +79,7 @@ impl Processing {
         let nats = config.nats.clone().map(|n| Arc::new(Nats::new(n)));
         Ok(Self {
             pool,
+            endpoints: Arc::new(LiveEndpoints::new(&config.endpoints)),
             config,
             metrics,
             signals,
@@ -92,6 +96,31 @@ impl Processing {
     pub fn with_traces(mut self, traces: Traces) -> Self {
         self.traces = traces;
         self
+    }
+
+    /// Reads endpoints from `endpoints` (ingest's live table) rather than from the config.
+    pub fn with_endpoints(mut self, endpoints: Arc<LiveEndpoints>) -> Self {
+        self.endpoints = endpoints;
+        self
+    }
+
+    /// One endpoint as configured now.
+    pub fn endpoint(&self, id: &str) -> Option<Arc<EndpointConfig>> {
+        self.endpoints.get(id)
+    }
+
+    /// Attempts allowed for one endpoint's events (its own, else `[worker] max_attempts`).
+    pub fn max_attempts(&self, endpoint_id: &str) -> u32 {
+        self.endpoint(endpoint_id)
+            .and_then(|e| e.max_attempts)
+            .unwrap_or(self.config.worker.max_attempts)
+    }
+
+    /// What the projection keeps of one endpoint's events.
+    pub fn projection_document(&self, endpoint_id: &str) -> ProjectionDocument {
+        self.endpoint(endpoint_id)
+            .and_then(|e| e.projection_document)
+            .unwrap_or(self.config.worker.projection_document)
     }
 
     /// Workers take the events that ingest leased to them from `handoff` first.

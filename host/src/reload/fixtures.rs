@@ -6,11 +6,28 @@
 //! ```text
 //! <case>/request.toml   now (Unix seconds), optional method ("POST" or "GET"), headers as
 //!                       [name, value] pairs in order, optional query, optional [endpoint]
-//!                       (public_url, tolerances, settings), the [[secret]] set, and any
-//!                       further sets the checks name as [[secrets.<slot>]]
+//!                       (public_url, tolerances, settings), the [[secret]] set, any
+//!                       further sets the checks name as [[secrets.<slot>]], and optional
+//!                       [sign]: the runner signs the request (see below)
 //! <case>/body           the exact raw body bytes
 //! <case>/expected.toml  outcome = "accepted" (with [[event]]s), "handshake", "ignored",
 //!                       or "rejected" with the error code the receiver would answer
+//! ```
+//!
+//! A self-signing fixture (`[sign]`, in `fixture_sign`) leaves the signature to the runner:
+//! header values and `query` are then templates (`{now}`, `{timestamp}`, `{signature}`),
+//! `{signature}` being the HMAC-SHA256 of `[sign] over` (`"{timestamp}.{body}"`, say), hex or
+//! base64, under the first `[[secret]]` value decoded as the adapter declares its keys:
+//!
+//! ```toml
+//! now = 1767225605
+//! headers = [["x-webhook-timestamp", "{timestamp}"], ["x-webhook-signature", "sha256={signature}"]]
+//! [sign]
+//! over = "{timestamp}.{body}"
+//! encoding = "hex"
+//! [[secret]]
+//! version = "v1"
+//! value = "change-me-demo-secret"
 //! ```
 //!
 //! `wharf adapter test` and hot reload both use `run_dir`; a failing case prints the expected
@@ -27,6 +44,7 @@ use time::OffsetDateTime;
 use super::fixture_folder::{
     Case, MAX_BODY_BYTES, MAX_TOML_BYTES, cases, fixtures_root, read_fixture_file,
 };
+use super::fixture_sign::{Place, SignFile, Signed};
 use crate::adapter::LoadedAdapter;
 use crate::config::{EndpointConfig, UnsupportedTypes};
 use crate::ingest::StoredVersion;
@@ -61,6 +79,8 @@ struct RequestFile {
     /// Further sets by slot (`check.key`), each newest first.
     #[serde(default)]
     secrets: std::collections::BTreeMap<String, Vec<toml::Table>>,
+    /// The runner signs the request: header values and `query` are templates.
+    sign: Option<SignFile>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -253,6 +273,25 @@ async fn run_case_in(
     let expected: Expected = toml::from_str(&toml_text("expected.toml")?)
         .map_err(|e| anyhow::anyhow!("expected.toml: {}", e.message()))?;
     let body = Bytes::from(read_fixture_file(root, case, "body", MAX_BODY_BYTES)?);
+    let mut request = request;
+    if let Some(sign) = &request.sign {
+        let secret = request
+            .secret
+            .first()
+            .and_then(|v| v.get("value")?.as_str());
+        let signed = Signed::new(sign, request.now, secret, adapter.info.encoding, &body)
+            .map_err(|e| anyhow::anyhow!("request.toml: {e}"))?;
+        for (_, value) in &mut request.headers {
+            *value = signed
+                .text(value, Place::Header)
+                .map_err(|e| anyhow::anyhow!("request.toml: {e}"))?;
+        }
+        if let Some(query) = &mut request.query {
+            *query = signed
+                .text(query, Place::Query)
+                .map_err(|e| anyhow::anyhow!("request.toml: {e}"))?;
+        }
+    }
 
     let mut headers = http::HeaderMap::new();
     for (name, value) in &request.headers {

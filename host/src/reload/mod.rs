@@ -1,13 +1,20 @@
-//! Hot reload of the adapters folder and the fixtures that vet each file.
+//! Hot reload of the adapters folder and the fixtures that vet each file, and of the config
+//! file's endpoints.
 //!
 //! - `watcher`: `Reloader`, one pass over the folder (watch, debounce, poll), vetting, the swap
+//! - `config_file`: `ConfigReloader`, the config file watched: endpoints swap live, any other
+//!   change refused with its reason
 //! - `fixtures`: the fixture format, the runner behind `wharf adapter test`, the bounded diff
+//! - `fixture_sign`: self-signing fixtures: `[sign]`, the templates and the MAC the runner computes
 //! - `fixture_folder`: reading a fixtures folder: plain folders and files only, sizes capped
 
+mod config_file;
 mod fixture_folder;
+mod fixture_sign;
 mod fixtures;
 mod watcher;
 
+pub use config_file::{ConfigReloader, EndpointChanges, Refusal, restart_only_changes};
 pub use fixture_folder::{MAX_BODY_BYTES, MAX_TOML_BYTES};
 pub use fixtures::{
     CaseResult, Expected, ExpectedEvent, ExpectedHandshake, MAX_DIFF_BYTES, MAX_DIFF_LINES, Ran,

@@ -100,6 +100,7 @@ pub struct Metrics {
     admission_limit: Gauge,
     connections_shed: Family<OutcomeLabels, Counter>,
     tls_reloads: Family<OutcomeLabels, Counter>,
+    config_reloads: Family<OutcomeLabels, Counter>,
     tls_cert_expiry: Gauge,
     /// The TLS series are registered only by a receiver serving HTTPS, so an alert on the
     /// expiry never reads a zero from a plain-HTTP host.
@@ -217,6 +218,12 @@ impl Default for Metrics {
             "Adapter files loaded, refused (kept the previous version) or removed",
             reloads.clone(),
         );
+        let config_reloads = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "wharf_config_reloads",
+            "Changes of the config file applied live, or refused (the previous config kept)",
+            config_reloads.clone(),
+        );
         let body_bytes_reserved = Gauge::default();
         registry.register(
             "wharf_http_body_bytes_reserved",
@@ -281,6 +288,7 @@ impl Default for Metrics {
             admission_limit,
             connections_shed,
             tls_reloads: Family::default(),
+            config_reloads,
             tls_cert_expiry: Gauge::default(),
             tls_registered: std::sync::Once::new(),
             retention_dropped: Family::default(),
@@ -316,6 +324,14 @@ impl Metrics {
             result: result.to_owned(),
         };
         self.reloads.get_or_create(&labels).inc();
+    }
+
+    /// A change of the config file: `applied` or `refused`.
+    pub fn config_reload(&self, outcome: &str) {
+        let labels = OutcomeLabels {
+            outcome: outcome.to_owned(),
+        };
+        self.config_reloads.get_or_create(&labels).inc();
     }
 
     pub fn db_commit(&self, seconds: f64) {

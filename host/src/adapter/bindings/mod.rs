@@ -41,7 +41,17 @@ impl WitVersion {
         }
     }
 
-    pub const SERVED: &[&str] = &["0.1.x", "0.2.x"];
+    /// The versions served, as `wharf adapter check` and refusals name them; any patch
+    /// release of each is served too (`0.2.1` is read as `0.2.0`).
+    pub const SERVED: &[&str] = &["0.1.0", "0.2.0"];
+
+    /// The WIT packages served, as components name them: `wharf:adapter@0.1.0`, ...
+    pub fn served_packages() -> Vec<String> {
+        Self::SERVED
+            .iter()
+            .map(|v| format!("wharf:adapter@{v}"))
+            .collect()
+    }
 }
 
 /// Adds every served version's imports to the linker.

@@ -189,8 +189,8 @@ impl Worker {
         Ok(())
     }
 
-    fn endpoint(&self, id: &str) -> Option<&EndpointConfig> {
-        self.processing.config.endpoints.iter().find(|e| e.id == id)
+    fn endpoint(&self, id: &str) -> Option<Arc<EndpointConfig>> {
+        self.processing.endpoint(id)
     }
 
     /// After a batch transaction ended: record what was left out, then acknowledge.
@@ -333,7 +333,7 @@ impl Worker {
                 let claim = &claims[i];
                 let targets = self
                     .endpoint(&claim.endpoint_id)
-                    .map_or_else(Vec::new, |e| delivery_targets(p, e, claim));
+                    .map_or_else(Vec::new, |e| delivery_targets(p, &e, claim));
                 Planned {
                     claim,
                     outcome,
@@ -364,7 +364,7 @@ impl Worker {
     /// update fails too, the lease expires and the event is claimed again.
     async fn record_failure(&self, claim: &Claim, error: ProcessError) {
         let p = &self.processing;
-        let max_attempts = p.config.max_attempts(&claim.endpoint_id) as i32;
+        let max_attempts = p.max_attempts(&claim.endpoint_id) as i32;
         let failed = matches!(error, ProcessError::Poison(_)) || claim.attempt >= max_attempts;
         let delay = p.backoff(claim.attempt);
         let message = error.to_string();
@@ -399,5 +399,5 @@ impl Worker {
 
 /// Whether the projection keeps this event's document, so its body is needed.
 fn keeps_document(p: &Processing, claim: &Claim) -> bool {
-    p.config.projection_document(&claim.endpoint_id) == ProjectionDocument::Event
+    p.projection_document(&claim.endpoint_id) == ProjectionDocument::Event
 }
