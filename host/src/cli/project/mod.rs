@@ -11,6 +11,7 @@ mod manifest;
 mod new;
 mod python;
 mod rust;
+mod toolchain;
 
 use std::path::PathBuf;
 
