@@ -141,6 +141,13 @@ async fn provider_serves_after_a_hot_reload(
             .await
             .unwrap();
     assert_eq!(stored, event_type);
+    // A burst more than the pool's totals held before they were sized for componentize-py's 38
+    // core instances a component (576 in all: 15 Python instances at once); every redelivery
+    // is answered.
+    let burst = (0..24).map(|_| app.post(name, &headers, body.to_vec()));
+    for answer in futures::future::join_all(burst).await {
+        assert_eq!(answer.status, 200, "{answer:?}");
+    }
 
     let forged = sign(b"not-the-secret", body);
     let headers: Vec<(&str, &str)> = forged

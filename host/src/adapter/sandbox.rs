@@ -170,8 +170,8 @@ impl Sandbox {
         // Components built by Rust for wasm32-wasip2 hold a few core instances (the program,
         // the WASI adapter, shims); componentize-py's hold 38 (CPython and its shims), so every
         // slot is sized for a Python adapter: a slot that could not hold one would fail its
-        // request instead of waiting. Core instance slots are address space touched only when
-        // used; the memories, the bulk of the reservation, stay at two per component.
+        // request instead of waiting. Core instances are only counted (no memory set aside);
+        // the memories, the bulk of the reservation, stay at two per component.
         pool.total_component_instances(n + 8)
             .total_core_instances((n + 8) * MAX_CORE_INSTANCES)
             .total_memories((n + 8) * 2)
