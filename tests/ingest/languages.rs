@@ -213,3 +213,42 @@ async fn typeform_in_python_builds_passes_its_fixtures_and_serves_after_a_hot_re
     )
     .await;
 }
+
+/// Without `--install-toolchain` nothing is downloaded: a missing toolchain stops the build
+/// with the command that installs it.
+#[test]
+fn a_missing_toolchain_is_named_with_the_command_that_installs_it() {
+    let cache = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for (lang, command) in [
+        ("js", "npm install --prefix"),
+        ("python", "-m pip install componentize-py=="),
+    ] {
+        let project = dir.path().join(lang);
+        run(Command::new(env!("CARGO_BIN_EXE_wharf"))
+            .args(["adapter", "new", "demo", "--dir"])
+            .arg(&project)
+            .args(["--lang", lang]));
+        let out = Command::new(env!("CARGO_BIN_EXE_wharf"))
+            .args(["adapter", "build"])
+            .current_dir(&project)
+            .env("WHARF_TOOLCHAINS", cache.path())
+            .env("RUST_LOG", "off")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{lang}: {stderr}");
+        assert!(stderr.contains("--install-toolchain"), "{lang}: {stderr}");
+        assert!(stderr.contains(command), "{lang}: {stderr}");
+        assert!(
+            stderr.contains(&cache.path().display().to_string()),
+            "{lang}: {stderr}"
+        );
+        let installed = std::fs::read_dir(cache.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|name| name.starts_with("js-") || name.starts_with("py-"))
+            .count();
+        assert_eq!(installed, 0, "{lang}: nothing installed");
+    }
+}
