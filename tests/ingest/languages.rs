@@ -252,3 +252,25 @@ fn a_missing_toolchain_is_named_with_the_command_that_installs_it() {
         assert_eq!(installed, 0, "{lang}: nothing installed");
     }
 }
+
+/// The providers' helper modules are the templates' (`adapter new` writes them): a fix to one
+/// reaches the other.
+#[test]
+fn the_providers_helpers_are_the_templates() {
+    let root = repo_root();
+    for (provider, template) in [
+        ("adapters/js/lemonsqueezy/wharf.js", "templates/js/wharf.js"),
+        (
+            "adapters/python/typeform/wharf.py",
+            "templates/python/wharf.py",
+        ),
+    ] {
+        let template = root.join("host/src/cli/project").join(template);
+        assert_eq!(
+            std::fs::read_to_string(root.join(provider)).unwrap(),
+            std::fs::read_to_string(&template).unwrap(),
+            "{provider} differs from {}",
+            template.display()
+        );
+    }
+}
