@@ -13,6 +13,7 @@ mod contract;
 mod dist;
 mod fixtures;
 mod group_commit;
+mod languages;
 mod limits;
 mod live_config;
 mod logs;

@@ -25,6 +25,8 @@ const EPOCH_TICK: Duration = Duration::from_millis(5);
 /// Per pool slot, how much written memory is reset in place and kept resident for the next
 /// instance (see `Sandbox::new`).
 const KEEP_RESIDENT_BYTES: usize = 512 << 10;
+/// Core instances one component may hold: componentize-py's Python adapters hold 38.
+const MAX_CORE_INSTANCES: u32 = 48;
 /// How much of a guest's stderr (its panic message) is kept for the log.
 const STDERR_CAPTURE_BYTES: usize = 2048;
 
@@ -166,13 +168,16 @@ impl Sandbox {
         let n = limits.max_concurrency.max(1);
         let mut pool = PoolingAllocationConfig::default();
         // Components built by Rust for wasm32-wasip2 hold a few core instances (the program,
-        // the WASI adapter, shims); size the pool for that, plus one-off `describe` calls.
+        // the WASI adapter, shims); componentize-py's hold 38 (CPython and its shims), so every
+        // slot is sized for a Python adapter: a slot that could not hold one would fail its
+        // request instead of waiting. Core instances are only counted (no memory set aside);
+        // the memories, the bulk of the reservation, stay at two per component.
         pool.total_component_instances(n + 8)
-            .total_core_instances((n + 8) * 8)
+            .total_core_instances((n + 8) * MAX_CORE_INSTANCES)
             .total_memories((n + 8) * 2)
-            .total_tables((n + 8) * 4)
+            .total_tables((n + 8) * 8)
             .total_stacks(n + 8)
-            .max_core_instances_per_component(16)
+            .max_core_instances_per_component(MAX_CORE_INSTANCES)
             .max_memories_per_component(2)
             .max_tables_per_component(8)
             .max_memory_size(limits.memory_bytes)

@@ -8,6 +8,7 @@
 //! - `rust`, `js`, `python`: each language's template and build
 //! - `build`: `adapter build`, dispatched on the project's language
 //! - `watch`: `adapter watch --into`: rebuild, test and ship into a receiver's folder
+//! - `toolchain`: the pinned JS and Python toolchains, their cache and install
 
 mod build;
 mod guide;
@@ -16,6 +17,7 @@ mod manifest;
 mod new;
 mod python;
 mod rust;
+mod toolchain;
 mod watch;
 
 pub use build::build;
