@@ -12,8 +12,11 @@ use std::time::Instant;
 use bytes::Bytes;
 use criterion::{Criterion, criterion_group, criterion_main};
 use hmac::{Hmac, Mac};
-use wharf::adapter::{LoadedAdapter, Parsed, RequestView, Sandbox, SandboxLimits};
-use wharf::ingest::{self, KeySet, TrustedKey};
+use wharf::adapter::{RequestView, Sandbox, SandboxLimits};
+use wharf::ingest::{KeySet, TrustedKey};
+
+mod common;
+use common::{prepare_verify_parse, view_of};
 
 const SECRET: &str = "whsec_bench";
 
@@ -167,33 +170,5 @@ fn bench(c: &mut Criterion) {
         println!("{name}/prepare_verify_parse: {allocations} heap allocations per request");
     }
 }
-
-fn view_of(request: &RequestView) -> RequestView {
-    RequestView {
-        endpoint_id: request.endpoint_id.clone(),
-        method: http::Method::POST,
-        url: None,
-        query: None,
-        headers: Arc::clone(&request.headers),
-        body: request.body.clone(),
-        settings: Arc::clone(&request.settings),
-    }
-}
-
-/// Steps 4, 5 and 7 of a request (`verify_and_parse` without its bookkeeping), on one instance.
-async fn prepare_verify_parse(adapter: &LoadedAdapter, keys: &KeySet, req: RequestView) -> Parsed {
-    let body = req.body.clone();
-    let mut instance = adapter.instance_for(req);
-    let prepared = instance.prepare().await.unwrap().unwrap();
-    // Stripe signs a timestamp: the freshness rule is checked as when serving.
-    let inputs = ingest::Inputs {
-        body: &body,
-        url: None,
-        query: None,
-    };
-    ingest::verify(&adapter.info.verifiers, &|_| keys, &prepared, &inputs, true).unwrap();
-    instance.parse().await.unwrap().unwrap()
-}
-
 criterion_group!(benches, bench);
 criterion_main!(benches);

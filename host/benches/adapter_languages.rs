@@ -21,8 +21,11 @@ use std::time::Instant;
 use bytes::Bytes;
 use criterion::{Criterion, criterion_group, criterion_main};
 use hmac::{Hmac, Mac};
-use wharf::adapter::{LoadedAdapter, Parsed, RequestView, Sandbox, SandboxLimits};
-use wharf::ingest::{self, KeySet, TrustedKey};
+use wharf::adapter::{RequestView, Sandbox, SandboxLimits};
+use wharf::ingest::{KeySet, TrustedKey};
+
+mod common;
+use common::{prepare_verify_parse, view_of};
 
 const SECRET: &str = "change-me-demo-secret";
 const BODY: &str = r#"{"id":"evt_001","type":"order.created","data":{"id":"ord_42"}}"#;
@@ -45,32 +48,6 @@ fn request() -> RequestView {
         settings: Arc::default(),
     }
 }
-
-fn view_of(request: &RequestView) -> RequestView {
-    RequestView {
-        endpoint_id: request.endpoint_id.clone(),
-        method: http::Method::POST,
-        url: None,
-        query: None,
-        headers: Arc::clone(&request.headers),
-        body: request.body.clone(),
-        settings: Arc::clone(&request.settings),
-    }
-}
-
-async fn prepare_verify_parse(adapter: &LoadedAdapter, keys: &KeySet, req: RequestView) -> Parsed {
-    let body = req.body.clone();
-    let mut instance = adapter.instance_for(req);
-    let prepared = instance.prepare().await.unwrap().unwrap();
-    let inputs = ingest::Inputs {
-        body: &body,
-        url: None,
-        query: None,
-    };
-    ingest::verify(&adapter.info.verifiers, &|_| keys, &prepared, &inputs, true).unwrap();
-    instance.parse().await.unwrap().unwrap()
-}
-
 fn bench(c: &mut Criterion) {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let dir = std::env::var_os("WHARF_LANG_BENCH_DIR").map_or_else(

@@ -358,26 +358,12 @@ impl ConfigReloader {
         self: &Arc<Self>,
         cancel: CancellationToken,
     ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-        let dir = self
-            .path
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."))
-            .to_owned();
-        let mut watch = crate::support::watch::watch_folder(&dir)?;
-        let poll = crate::support::watch::poll_interval(POLL_INTERVAL);
         let this = Arc::clone(self);
-        Ok(tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    _ = cancel.cancelled() => break,
-                    () = watch.changed() => {}
-                    _ = tokio::time::sleep(poll) => {}
-                }
-                watch.clear();
-                this.refresh(&cancel).await;
-            }
-        }))
+        let stop = cancel.clone();
+        crate::support::watch::on_file_changes(&self.path, POLL_INTERVAL, cancel, move || {
+            let (this, stop) = (Arc::clone(&this), stop.clone());
+            async move { this.refresh(&stop).await }
+        })
     }
 }
 

@@ -2,10 +2,12 @@
 //! folder rather than a file, so rename-over and editors' saves are seen. Callers debounce
 //! and also poll, since a watcher can miss events (network filesystems, overflow).
 
+use std::future::Future;
 use std::path::Path;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 /// How often a watched folder is re-read even without events; `WHARF_WATCH_POLL_MS`
 /// overrides `default` (tests set it far beyond their waits to prove events alone suffice).
@@ -63,4 +65,37 @@ pub fn watch_folder(dir: &Path) -> anyhow::Result<FolderWatch> {
         watcher: Some(watcher),
         changes,
     })
+}
+
+/// Runs `pass` whenever something in `file`'s folder changes (so rename-over saves are seen),
+/// and every `poll` (see [`poll_interval`]) as a fallback, until `cancel`: the loop of the
+/// files that settle themselves (the secrets file, the config file).
+pub fn on_file_changes<F, Fut>(
+    file: &Path,
+    poll: Duration,
+    cancel: CancellationToken,
+    mut pass: F,
+) -> anyhow::Result<tokio::task::JoinHandle<()>>
+where
+    F: FnMut() -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send,
+{
+    let dir = file
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut watch = watch_folder(dir)?;
+    let poll = poll_interval(poll);
+    Ok(tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => break,
+                () = watch.changed() => {}
+                _ = tokio::time::sleep(poll) => {}
+            }
+            // The pass below reads every change signalled so far.
+            watch.clear();
+            pass().await;
+        }
+    }))
 }
