@@ -24,6 +24,18 @@ async fn send(client: &reqwest::Client, base: &str, endpoint: &str, id: &str) ->
     post(client, base, endpoint, &refs(&headers), body).await
 }
 
+/// Sends fresh events (`PREFIX_1`, `PREFIX_2`, ...) to `endpoint` until one is accepted.
+async fn served_eventually(app: &TestApp, endpoint: &str, prefix: &str, what: &str) {
+    let mut n = 0;
+    eventually(what, || {
+        n += 1;
+        let id = format!("{prefix}_{n}");
+        let (client, base) = (app.client.clone(), app.base.clone());
+        async move { send(&client, &base, endpoint, &id).await.status == 200 }
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn an_endpoint_added_to_the_file_serves_without_a_restart_and_one_removed_is_gone() {
     let app = TestApp::builder().start().await;
@@ -32,14 +44,7 @@ async fn an_endpoint_added_to_the_file_serves_without_a_restart_and_one_removed_
         .assert_is(404, "unknown_endpoint", "not configured yet");
 
     rewrite(&app.config.config_path, |t| t + EXTRA_ENDPOINT);
-    let mut n = 0;
-    eventually("the added endpoint serves", || {
-        n += 1;
-        let id = format!("evt_added_{n}");
-        let (client, base) = (app.client.clone(), app.base.clone());
-        async move { send(&client, &base, "stripe-eu", &id).await.status == 200 }
-    })
-    .await;
+    served_eventually(&app, "stripe-eu", "evt_added", "the added endpoint serves").await;
     // This host's workers know it too: its events are processed, not failed as unknown.
     wait_until_count(
         &app.db,
@@ -162,13 +167,12 @@ async fn an_endpoint_refused_for_a_missing_secret_set_applies_once_the_set_arriv
     rewrite(&app.config.secrets_path, |t| {
         format!("{t}\n[[stripe-eu]]\nversion = \"eu-1\"\nvalue = \"{STRIPE_SECRET}\"\n")
     });
-    let mut n = 0;
-    eventually("the endpoint applies once its secret set exists", || {
-        n += 1;
-        let id = format!("evt_eu_{n}");
-        let (client, base) = (app.client.clone(), app.base.clone());
-        async move { send(&client, &base, "stripe-eu", &id).await.status == 200 }
-    })
+    served_eventually(
+        &app,
+        "stripe-eu",
+        "evt_eu",
+        "the endpoint applies once its secret set exists",
+    )
     .await;
 }
 
@@ -186,13 +190,12 @@ async fn a_separate_worker_reloads_endpoints_too_and_processes_the_new_ones_even
     .await;
     rewrite(&app.config.config_path, |t| t + EXTRA_ENDPOINT);
     log_with(&log, "endpoint added").await;
-    let mut n = 0;
-    eventually("the receiver serves the added endpoint", || {
-        n += 1;
-        let id = format!("evt_worker_{n}");
-        let (client, base) = (app.client.clone(), app.base.clone());
-        async move { send(&client, &base, "stripe-eu", &id).await.status == 200 }
-    })
+    served_eventually(
+        &app,
+        "stripe-eu",
+        "evt_worker",
+        "the receiver serves the added endpoint",
+    )
     .await;
     wait_until_count(
         &app.db,

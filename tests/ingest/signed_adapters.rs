@@ -48,6 +48,17 @@ fn sign(file: &Path, key: &Path) {
     assert_ran(&output, "adapter sign");
 }
 
+/// Sets `[adapters] trusted_keys` to the one key `trusted` in the config file.
+fn require_signatures(config: &Path, trusted: &str) {
+    let text = std::fs::read_to_string(config).unwrap();
+    let text = text.replacen(
+        "[adapters]\n",
+        &format!("[adapters]\ntrusted_keys = [\"{trusted}\"]\n"),
+        1,
+    );
+    std::fs::write(config, text).unwrap();
+}
+
 async fn file_status(app: &TestApp, file: &str) -> serde_json::Value {
     listed(app, file)
         .await
@@ -163,13 +174,7 @@ async fn with_trusted_keys_only_files_signed_by_them_load_and_a_refused_file_lea
         .add_adapter_for("testing/test-reload.wasm", ENDPOINT)
         .write_config()
         .await;
-    let text = std::fs::read_to_string(&written.config_path).unwrap();
-    let text = text.replacen(
-        "[adapters]\n",
-        &format!("[adapters]\ntrusted_keys = [\"{trusted}\"]\n"),
-        1,
-    );
-    std::fs::write(&written.config_path, text).unwrap();
+    require_signatures(&written.config_path, &trusted);
     let adapters = written.adapters_dir();
     let file = adapters.join("test-reload.wasm");
     sign(&file, &team_key);
@@ -260,13 +265,7 @@ async fn the_load_log_line_and_adapter_status_show_each_files_sha256_and_signer(
     let keys = tempfile::tempdir().unwrap();
     let trusted = keygen(keys.path(), "team");
     let written = TestApp::builder().with_admin().write_config().await;
-    let text = std::fs::read_to_string(&written.config_path).unwrap();
-    let text = text.replacen(
-        "[adapters]\n",
-        &format!("[adapters]\ntrusted_keys = [\"{trusted}\"]\n"),
-        1,
-    );
-    std::fs::write(&written.config_path, text).unwrap();
+    require_signatures(&written.config_path, &trusted);
     let stripe = written.adapters_dir().join("stripe.wasm");
     sign(&stripe, &keys.path().join("team.key"));
     let sha256 = hex::encode(sha2::Sha256::digest(std::fs::read(&stripe).unwrap()));
@@ -350,13 +349,7 @@ async fn watch_with_a_key_ships_a_project_a_receiver_requiring_signatures_serves
         .endpoint("signed", "signed", "signed", "")
         .write_config()
         .await;
-    let text = std::fs::read_to_string(&written.config_path).unwrap();
-    let text = text.replacen(
-        "[adapters]\n",
-        &format!("[adapters]\ntrusted_keys = [\"{trusted}\"]\n"),
-        1,
-    );
-    std::fs::write(&written.config_path, text).unwrap();
+    require_signatures(&written.config_path, &trusted);
     let adapters = written.adapters_dir();
     let app = written.start().await;
 
