@@ -65,6 +65,6 @@ pub(super) fn build(project: &Project, install: bool) -> anyhow::Result<()> {
             .current_dir(&project.dir),
     )
     .map_err(|e| {
-        anyhow::anyhow!("{e} (componentize-js needs Node 18 or later: https://nodejs.org)")
+        anyhow::anyhow!("{e} (componentize-js: see its output above; it needs Node 18 or later)")
     })
 }

@@ -49,7 +49,8 @@ impl Project {
         let m: ManifestFile =
             toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
         Ok(Self {
-            dir: dir.to_path_buf(),
+            // Absolute: the builds run tools in other folders (node in the toolchain cache).
+            dir: std::path::absolute(dir)?,
             name: m.name,
             lang: m.lang,
             wit: m.wit,
