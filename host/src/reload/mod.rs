@@ -1,9 +1,9 @@
 //! Hot reload of the adapters folder and the fixtures that vet each file, and of the config
-//! file's endpoints.
+//! file's endpoints and routes.
 //!
 //! - `watcher`: `Reloader`, one pass over the folder (watch, debounce, poll), vetting, the swap
-//! - `config_file`: `ConfigReloader`, the config file watched: endpoints swap live, any other
-//!   change refused with its reason
+//! - `config_file`: `ConfigReloader`, the config file watched: endpoints and routes swap live,
+//!   any other change refused with its reason
 //! - `fixtures`: the fixture format, the runner behind `wharf adapter test`, the bounded diff
 //! - `fixture_sign`: self-signing fixtures: `[sign]`, the templates and the MAC the runner computes
 //! - `fixture_folder`: reading a fixtures folder: plain folders and files only, sizes capped
@@ -14,7 +14,9 @@ mod fixture_sign;
 mod fixtures;
 mod watcher;
 
-pub use config_file::{ConfigReloader, EndpointChanges, Refusal, restart_only_changes};
+pub use config_file::{
+    ConfigReloader, EndpointChanges, Refusal, RouteChanges, restart_only_changes,
+};
 pub use fixture_folder::{MAX_BODY_BYTES, MAX_TOML_BYTES};
 pub use fixtures::{
     CaseResult, Expected, ExpectedEvent, ExpectedHandshake, MAX_DIFF_BYTES, MAX_DIFF_LINES, Ran,
