@@ -20,22 +20,33 @@ fn rewrite(config: &Path, change: impl FnOnce(String) -> String) {
 async fn delivered_eventually(app: &TestApp, receiver: &Receiver, prefix: &str) -> String {
     let mut n = 0;
     let mut sent = Vec::new();
-    eventually(&format!("{prefix}: an event reaches the new target"), || {
-        n += 1;
-        let id = format!("{prefix}_{n}");
-        sent.push(id.clone());
-        let got: Vec<String> = receiver.received().into_iter().map(|r| r.event_id).collect();
-        let done = sent.iter().any(|s| got.contains(s));
-        async move {
-            if !done {
-                assert_eq!(app.post_stripe(&id).await.status, 200);
-                tokio::time::sleep(Duration::from_millis(300)).await;
+    eventually(
+        &format!("{prefix}: an event reaches the new target"),
+        || {
+            n += 1;
+            let id = format!("{prefix}_{n}");
+            sent.push(id.clone());
+            let got: Vec<String> = receiver
+                .received()
+                .into_iter()
+                .map(|r| r.event_id)
+                .collect();
+            let done = sent.iter().any(|s| got.contains(s));
+            async move {
+                if !done {
+                    assert_eq!(app.post_stripe(&id).await.status, 200);
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                }
+                done
             }
-            done
-        }
-    })
+        },
+    )
     .await;
-    let got: Vec<String> = receiver.received().into_iter().map(|r| r.event_id).collect();
+    let got: Vec<String> = receiver
+        .received()
+        .into_iter()
+        .map(|r| r.event_id)
+        .collect();
     sent.into_iter().find(|s| got.contains(s)).unwrap()
 }
 
@@ -108,7 +119,9 @@ async fn a_route_added_delivers_without_a_restart_and_one_removed_gets_nothing_n
     post_and_wait(&app, &old, "evt_after_removal").await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(
-        !new.received().iter().any(|r| r.event_id == "evt_after_removal"),
+        !new.received()
+            .iter()
+            .any(|r| r.event_id == "evt_after_removal"),
         "a removed route got a new event"
     );
 }
@@ -123,10 +136,11 @@ async fn an_invalid_route_is_refused_and_the_old_routes_keep_delivering() {
         .await;
     post_and_wait(&app, &old, "evt_before").await;
 
-    // A route naming an endpoint that does not exist, then one signing with a set the
-    // secrets file lacks: each refused whole.
+    // A valid route beside one naming an endpoint that does not exist, then a route signing
+    // with a set the secrets file lacks: each file refused whole.
     let unknown = format!(
-        "\n[[route]]\nendpoint = \"no-such-endpoint\"\nevents = [\"*\"]\nsink = \"http\"\nurl = \"{}\"\n",
+        "{}\n[[route]]\nendpoint = \"no-such-endpoint\"\nevents = [\"*\"]\nsink = \"http\"\nurl = \"{}\"\n",
+        http_route_toml(&other.url, ""),
         other.url
     );
     let unsigned = http_route_toml(&other.url, "signing_secret = \"no-such-set\"");
@@ -149,4 +163,32 @@ async fn an_invalid_route_is_refused_and_the_old_routes_keep_delivering() {
         assert!(other.received().is_empty());
         rewrite(&app.config.config_path, |_| original);
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_separate_worker_starts_delivering_to_a_route_added_live() {
+    // Ingest here, processing and deliveries in a `wharf worker` process on the same file.
+    let old = Receiver::start(Behaviour::ok()).await;
+    let new = Receiver::start(Behaviour::ok()).await;
+    let app = TestApp::builder()
+        .workers(0)
+        .append_toml(&http_route_toml(&old.url, ""))
+        .start()
+        .await;
+    let log = app.config.dir.path().join("worker.log");
+    let worker = crate::support::process::ServeProcess::start_with(
+        &["worker", "--count", "1"],
+        &app.config.config_path,
+        Some(&log),
+        &[],
+    )
+    .await;
+    post_and_wait(&app, &old, "evt_before").await;
+    rewrite(&app.config.config_path, |t| {
+        t + &http_route_toml(&new.url, "")
+    });
+    delivered_eventually(&app, &new, "evt_worker_added").await;
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(text.contains("route added"), "{text}");
+    worker.stop().await;
 }

@@ -297,7 +297,11 @@ impl DeliveryRelay {
     /// The route this delivery came from (routes sharing a target agree on everything a
     /// send uses but the timeout); none when it has since left the config.
     fn route_for(&self, sink: &str, target: &str) -> Option<Arc<RouteConfig>> {
-        self.processing.routes.load().route_for(sink, target).cloned()
+        self.processing
+            .routes
+            .load()
+            .route_for(sink, target)
+            .cloned()
     }
 
     /// The timeout of the route this delivery came from; a route since removed from the

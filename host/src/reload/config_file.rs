@@ -87,7 +87,11 @@ impl RouteChanges {
                 Some(_) => {}
             }
         }
-        changes.removed = old.keys().filter(|k| !new.contains_key(*k)).cloned().collect();
+        changes.removed = old
+            .keys()
+            .filter(|k| !new.contains_key(*k))
+            .cloned()
+            .collect();
         changes
     }
 
@@ -132,7 +136,10 @@ impl EndpointChanges {
 pub fn restart_only_changes(old: &toml::Table, new: &toml::Table) -> Vec<String> {
     let keys: BTreeSet<&String> = old.keys().chain(new.keys()).collect();
     let mut changed = Vec::new();
-    for key in keys.into_iter().filter(|k| !LIVE_KEYS.contains(&k.as_str())) {
+    for key in keys
+        .into_iter()
+        .filter(|k| !LIVE_KEYS.contains(&k.as_str()))
+    {
         match (old.get(key), new.get(key)) {
             (a, b) if a == b => {}
             (Some(toml::Value::Table(a)), Some(toml::Value::Table(b))) => {
@@ -214,7 +221,12 @@ impl ConfigReloader {
         routes: Arc<LiveRoutes>,
         metrics: Arc<Metrics>,
     ) -> Option<Arc<Self>> {
-        Self::with_target(config, Target::Receiver { ingest, secrets }, routes, metrics)
+        Self::with_target(
+            config,
+            Target::Receiver { ingest, secrets },
+            routes,
+            metrics,
+        )
     }
 
     /// For `wharf worker`: the endpoints and routes its workers and relays look up
@@ -507,10 +519,7 @@ mod tests {
             "[server]\nlisten = \"127.0.0.1:2\"\nmax_body_bytes = 10\n[database]\nurl = \"postgres://u:other@h/db\"\n[[route]]\nendpoint = \"b\"\n[worker]\ncount = 1\n",
         );
         let changed = restart_only_changes(&old, &moved);
-        assert_eq!(
-            changed,
-            ["[database] url", "[server] listen", "[worker]"]
-        );
+        assert_eq!(changed, ["[database] url", "[server] listen", "[worker]"]);
         let said = Refusal::RestartOnly(changed).to_string();
         assert!(
             !said.contains("other") && !said.contains("127.0.0.1"),
