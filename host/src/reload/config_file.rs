@@ -20,11 +20,13 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{
-    Config, EndpointConfig, LiveEndpoints, LiveRoutes, RouteConfig, tolerance_without_timestamp,
+    Config, EndpointConfig, LiveEndpoints, LiveRoutes, tolerance_without_timestamp,
 };
 use crate::ingest::{Ingest, SECRETS_QUIET, SecretStore};
 use crate::support::metrics::Metrics;
 use crate::support::shown::safe_url;
+
+use super::route_changes::RouteChanges;
 use crate::support::toml_lines::TomlError;
 
 /// How often the file is re-read without a change notification; `WHARF_WATCH_POLL_MS`
@@ -56,48 +58,6 @@ pub struct EndpointChanges {
     pub removed: Vec<String>,
     pub changed: Vec<String>,
     pub routes: RouteChanges,
-}
-
-/// What a reload changed of the routes, by target (`http https://…`, `nats subject`): a
-/// target newly routed, no longer routed, or whose routes differ.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct RouteChanges {
-    pub added: Vec<(String, String)>,
-    pub removed: Vec<(String, String)>,
-    pub changed: Vec<(String, String)>,
-}
-
-impl RouteChanges {
-    pub fn between(old: &[RouteConfig], new: &[RouteConfig]) -> Self {
-        // Each target's routes, in the file's order, in their debug form (plain data).
-        let by_target = |list: &[RouteConfig]| {
-            let mut map = std::collections::BTreeMap::<(String, String), Vec<String>>::new();
-            for r in list {
-                let key = (r.sink.as_str().to_owned(), r.target().to_owned());
-                map.entry(key).or_default().push(format!("{r:?}"));
-            }
-            map
-        };
-        let (old, new) = (by_target(old), by_target(new));
-        let mut changes = Self::default();
-        for (key, routes) in &new {
-            match old.get(key) {
-                None => changes.added.push(key.clone()),
-                Some(o) if o != routes => changes.changed.push(key.clone()),
-                Some(_) => {}
-            }
-        }
-        changes.removed = old
-            .keys()
-            .filter(|k| !new.contains_key(*k))
-            .cloned()
-            .collect();
-        changes
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.added.is_empty() && self.removed.is_empty() && self.changed.is_empty()
-    }
 }
 
 impl EndpointChanges {
