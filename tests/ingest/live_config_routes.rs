@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::support::{app::*, database::*, receiver::*, wait::*};
+use crate::support::{app::*, database::*, http::*, receiver::*, wait::*};
 
 /// Rewrites the config the way editors save: a temporary file renamed over it.
 fn rewrite(config: &Path, change: impl FnOnce(String) -> String) {
@@ -144,10 +144,14 @@ async fn an_invalid_route_is_refused_and_the_old_routes_keep_delivering() {
         other.url
     );
     let unsigned = http_route_toml(&other.url, "signing_secret = \"no-such-set\"");
-    for bad in [unknown, unsigned] {
+    for (n, bad) in [unknown, unsigned].into_iter().enumerate() {
         let original = std::fs::read_to_string(&app.config.config_path).unwrap();
         rewrite(&app.config.config_path, |t| t + &bad);
-        tokio::time::sleep(Duration::from_secs(2)).await;
+        eventually("the change is refused", || async {
+            let metrics = app.get_admin("/metrics").await.body;
+            metric(&metrics, "wharf_config_reloads_total{outcome=\"refused\"}") >= (n + 1) as f64
+        })
+        .await;
         let id = format!("evt_refused_{}", bad.len());
         post_and_wait(&app, &old, &id).await;
         processed(&app, &id).await;
