@@ -10,7 +10,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::adapter::{Sandbox, SandboxLimits};
-use crate::config::{self, Config};
+use crate::config::{self, Config, LiveRoutes};
 use crate::http::{
     AdminApi, BodyBudget, CertStore, ConnLimits, HttpState, Listener, TrustedProxies, admin_router,
     processing_admin_router, public_router, serve_on,
@@ -158,16 +158,19 @@ impl Server {
             .with_rate_limits(RateLimits::new(&config.endpoints, &config.providers))
             .with_traces(traces.clone()),
         );
+        let routes = Arc::new(LiveRoutes::new(&config.routes));
         let config_reloader = ConfigReloader::new(
             &config,
             Arc::clone(&ingest),
             Arc::clone(&secrets),
+            Arc::clone(&routes),
             Arc::clone(&metrics),
         );
         let config = Arc::new(config);
         let processing = Arc::new(
             Processing::new(Arc::clone(&config), metrics, ingest.signals(), payload_keys)?
                 .with_endpoints(ingest.endpoints())
+                .with_routes(routes)
                 .with_signing(Arc::clone(&secrets) as Arc<dyn KeySource>, options.clock)
                 .with_traces(traces.clone())
                 .with_handoff(handoff),
@@ -293,10 +296,12 @@ impl ProcessingHost {
         let serves_api = admin.is_some() && config.server.admin_token_secret.is_some();
         let clock: SharedClock = Arc::new(SystemClock);
         let mut secrets = None;
+        let mut signing_store = None;
         if signs || serves_api {
             let store = SecretStore::open(&config.secrets.file)?;
             let watcher = store.watch(cancel.clone())?;
             tasks.spawn(async move { watcher.await.map_err(Into::into) });
+            signing_store = Some(Arc::clone(&store)).filter(|_| signs);
             secrets = Some(store as Arc<dyn KeySource>);
         }
         if let Some(secrets) = secrets.as_ref().filter(|_| signs) {
@@ -308,10 +313,12 @@ impl ProcessingHost {
             None => None,
         };
         let processing = Arc::new(processing);
-        // Its workers know an endpoint added to the config file as the receivers do.
+        // Its workers know an endpoint or route added to the config file as the receivers do.
         let reloader = ConfigReloader::for_processing(
             &config,
             Arc::clone(&processing.endpoints),
+            Arc::clone(&processing.routes),
+            signing_store,
             Arc::clone(&processing.metrics),
         );
         if let Some(reloader) = reloader {

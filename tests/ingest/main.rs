@@ -16,6 +16,7 @@ mod group_commit;
 mod languages;
 mod limits;
 mod live_config;
+mod live_config_routes;
 mod logs;
 mod outage;
 mod projects;

@@ -17,6 +17,8 @@ mod database;
 mod endpoints;
 /// The endpoints serving now, swapped whole on a live reload.
 mod live;
+/// The routes serving now, swapped whole on a live reload with the endpoints.
+mod live_routes;
 /// `[payloads]` and `[secrets]`: the files keys and secret sets are read from.
 mod payloads;
 /// The problems a check finds, each at its key, and the range messages.
@@ -49,6 +51,7 @@ pub use endpoints::{
     EndpointConfig, MAX_TOLERANCE_SECS, UnsupportedTypes, tolerance_without_timestamp,
 };
 pub use live::{EndpointTable, LiveEndpoints};
+pub use live_routes::{LiveRoutes, RouteTable, TargetKey};
 pub use payloads::{PayloadsConfig, SecretsConfig};
 pub use problems::{KeyPath, Problem};
 pub use providers::{MAX_RATE_LIMIT, MIN_RATE_PER_SECOND, ProviderConfig, RateLimit};

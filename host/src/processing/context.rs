@@ -10,7 +10,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use tokio_util::sync::CancellationToken;
 
 use super::nats::Nats;
-use crate::config::{Config, EndpointConfig, LiveEndpoints, ProjectionDocument};
+use crate::config::{Config, EndpointConfig, LiveEndpoints, LiveRoutes, ProjectionDocument};
 use crate::ingest::Redacted;
 use crate::ingest::{Handoff, KeySource};
 use crate::support::clock::{SharedClock, SystemClock};
@@ -26,6 +26,9 @@ pub struct Processing {
     /// The endpoints as configured now: `config.endpoints` at start, then the receiver's live
     /// table (shared with ingest, swapped by a config reload).
     pub endpoints: Arc<LiveEndpoints>,
+    /// The routes as configured now: `config.routes` at start, swapped by a config reload
+    /// (never read `config.routes` past the start).
+    pub routes: Arc<LiveRoutes>,
     pub metrics: Arc<Metrics>,
     pub signals: Arc<Signals>,
     pub nats: Option<Arc<Nats>>,
@@ -80,6 +83,7 @@ impl Processing {
         Ok(Self {
             pool,
             endpoints: Arc::new(LiveEndpoints::new(&config.endpoints)),
+            routes: Arc::new(LiveRoutes::new(&config.routes)),
             config,
             metrics,
             signals,
@@ -101,6 +105,12 @@ impl Processing {
     /// Reads endpoints from `endpoints` (ingest's live table) rather than from the config.
     pub fn with_endpoints(mut self, endpoints: Arc<LiveEndpoints>) -> Self {
         self.endpoints = endpoints;
+        self
+    }
+
+    /// Reads routes from `routes` (the table the config reloader swaps).
+    pub fn with_routes(mut self, routes: Arc<LiveRoutes>) -> Self {
+        self.routes = routes;
         self
     }
 

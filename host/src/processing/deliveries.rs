@@ -219,10 +219,11 @@ impl DeliveryRelay {
             Lane::All => ("", None, None),
         };
         let routed: Vec<String> = p
-            .config
             .routes
-            .iter()
-            .map(|r| format!("{} {}", r.sink.as_str(), r.target()))
+            .load()
+            .targets()
+            .into_iter()
+            .map(|(sink, target)| format!("{sink} {target}"))
             .collect();
         let statement = format!(
             "WITH due AS (
@@ -290,18 +291,17 @@ impl DeliveryRelay {
     }
 
     fn longest_timeout(&self) -> Duration {
-        let routes = &self.processing.config.routes;
-        Duration::from_millis(routes.iter().map(|r| r.timeout_ms).max().unwrap_or(10_000))
+        self.processing.routes.load().longest_timeout()
     }
 
     /// The route this delivery came from (routes sharing a target agree on everything a
     /// send uses but the timeout); none when it has since left the config.
-    fn route_for(&self, sink: &str, target: &str) -> Option<&RouteConfig> {
+    fn route_for(&self, sink: &str, target: &str) -> Option<Arc<RouteConfig>> {
         self.processing
-            .config
             .routes
-            .iter()
-            .find(|r| r.sink.as_str() == sink && r.target() == target)
+            .load()
+            .route_for(sink, target)
+            .cloned()
     }
 
     /// The timeout of the route this delivery came from; a route since removed from the

@@ -1,12 +1,13 @@
-//! The config file, watched like the secrets file: a change to `[[endpoint]]` applies live
-//! (the endpoint table and its rate limits swap atomically; processing shares the table), and
+//! The config file, watched like the secrets file: a change to `[[endpoint]]` or `[[route]]`
+//! applies live (the endpoint table and its rate limits, and the route table, swap atomically;
+//! processing shares both, and starts or stops a target's relay as routes come and go), and
 //! any other change is refused with its reason while the configuration that was serving keeps
 //! serving. A file that does not parse or validate is refused the same way. A refused text is
 //! judged again at each pass (what it lacked, such as a secret set, may arrive), and each
 //! refusal is reported once.
 //!
 //! Which keys reload live is written down in `docs/operations.md` ("Reloading the config
-//! file"): `[[endpoint]]` entries, added, removed or changed, here; the secrets file's contents
+//! file"): `[[endpoint]]` and `[[route]]` entries, added, removed or changed, here; the secrets file's contents
 //! (`ingest::SecretStore`), the adapters folder (`Reloader`) and the TLS files on their own
 //! watches. Every other key is compared as written in the file (a key added with its default
 //! value is still a change) and needs a restart.
@@ -18,17 +19,22 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Config, EndpointConfig, LiveEndpoints, tolerance_without_timestamp};
+use crate::config::{
+    Config, EndpointConfig, LiveEndpoints, LiveRoutes, tolerance_without_timestamp,
+};
 use crate::ingest::{Ingest, SECRETS_QUIET, SecretStore};
 use crate::support::metrics::Metrics;
+use crate::support::shown::safe_url;
+
+use super::route_changes::RouteChanges;
 use crate::support::toml_lines::TomlError;
 
 /// How often the file is re-read without a change notification; `WHARF_WATCH_POLL_MS`
 /// overrides it.
 const POLL_INTERVAL: Duration = Duration::from_secs(5);
 
-/// The top-level key whose entries reload live.
-const LIVE_KEY: &str = "endpoint";
+/// The top-level keys whose entries reload live.
+const LIVE_KEYS: [&str; 2] = ["endpoint", "route"];
 
 /// Why a changed config file was not applied.
 #[derive(Debug, thiserror::Error)]
@@ -38,19 +44,20 @@ pub enum Refusal {
     #[error("invalid TOML{}: {}", .0.line.map(|l| format!(" at line {l}")).unwrap_or_default(),
         .0.problem.message)]
     Invalid(TomlError),
-    #[error("{} changed, which applies only at a restart (only [[endpoint]] entries reload live)",
+    #[error("{} changed, which applies only at a restart (only [[endpoint]] and [[route]] entries reload live)",
         .0.join(", "))]
     RestartOnly(Vec<String>),
     #[error("{}", .0.join("; "))]
     Problems(Vec<String>),
 }
 
-/// What a reload changed, by endpoint id.
+/// What a reload changed, by endpoint id, and the routes by target.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct EndpointChanges {
     pub added: Vec<String>,
     pub removed: Vec<String>,
     pub changed: Vec<String>,
+    pub routes: RouteChanges,
 }
 
 impl EndpointChanges {
@@ -76,17 +83,23 @@ impl EndpointChanges {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.added.is_empty() && self.removed.is_empty() && self.changed.is_empty()
+        self.added.is_empty()
+            && self.removed.is_empty()
+            && self.changed.is_empty()
+            && self.routes.is_empty()
     }
 }
 
-/// The keys outside `[[endpoint]]` that differ between two parsed files, named as an operator
-/// writes them: `[server] listen`, `[database]`, `[[route]]`. Values are never named (a
+/// The keys outside `[[endpoint]]` and `[[route]]` that differ between two parsed files, named as an operator
+/// writes them: `[server] listen`, `[database]`, `[[provider]]`. Values are never named (a
 /// database URL holds a password).
 pub fn restart_only_changes(old: &toml::Table, new: &toml::Table) -> Vec<String> {
     let keys: BTreeSet<&String> = old.keys().chain(new.keys()).collect();
     let mut changed = Vec::new();
-    for key in keys.into_iter().filter(|k| *k != LIVE_KEY) {
+    for key in keys
+        .into_iter()
+        .filter(|k| !LIVE_KEYS.contains(&k.as_str()))
+    {
         match (old.get(key), new.get(key)) {
             (a, b) if a == b => {}
             (Some(toml::Value::Table(a)), Some(toml::Value::Table(b))) => {
@@ -106,7 +119,8 @@ pub fn restart_only_changes(old: &toml::Table, new: &toml::Table) -> Vec<String>
 
 /// The serving configuration and the file it was read from, kept between passes.
 struct Applied {
-    /// The configuration serving: the start's, with the endpoints of the last applied file.
+    /// The configuration serving: the start's, with the endpoints and routes of the last
+    /// applied file.
     config: Config,
     /// The last applied file, parsed: restart-only keys are compared with it.
     table: toml::Table,
@@ -139,13 +153,20 @@ enum Target {
         ingest: Arc<Ingest>,
         secrets: Arc<SecretStore>,
     },
-    Processing(Arc<LiveEndpoints>),
+    Processing {
+        endpoints: Arc<LiveEndpoints>,
+        /// The secrets file a worker whose routes sign reads; none when none signed at its
+        /// start (a route that signs then needs a restart).
+        signing: Option<Arc<SecretStore>>,
+    },
 }
 
 /// Watches the config file and applies its endpoints to a running receiver or worker.
 pub struct ConfigReloader {
     path: PathBuf,
     target: Target,
+    /// The routes processing reads, swapped with the endpoints.
+    routes: Arc<LiveRoutes>,
     metrics: Arc<Metrics>,
     applied: Mutex<Applied>,
 }
@@ -157,21 +178,36 @@ impl ConfigReloader {
         config: &Config,
         ingest: Arc<Ingest>,
         secrets: Arc<SecretStore>,
+        routes: Arc<LiveRoutes>,
         metrics: Arc<Metrics>,
     ) -> Option<Arc<Self>> {
-        Self::with_target(config, Target::Receiver { ingest, secrets }, metrics)
+        Self::with_target(
+            config,
+            Target::Receiver { ingest, secrets },
+            routes,
+            metrics,
+        )
     }
 
-    /// For `wharf worker`: the endpoints its workers look up (`Processing::endpoints`).
+    /// For `wharf worker`: the endpoints and routes its workers and relays look up
+    /// (`Processing::endpoints`, `Processing::routes`), and the secrets file it signs with.
     pub fn for_processing(
         config: &Config,
         endpoints: Arc<LiveEndpoints>,
+        routes: Arc<LiveRoutes>,
+        signing: Option<Arc<SecretStore>>,
         metrics: Arc<Metrics>,
     ) -> Option<Arc<Self>> {
-        Self::with_target(config, Target::Processing(endpoints), metrics)
+        let target = Target::Processing { endpoints, signing };
+        Self::with_target(config, target, routes, metrics)
     }
 
-    fn with_target(config: &Config, target: Target, metrics: Arc<Metrics>) -> Option<Arc<Self>> {
+    fn with_target(
+        config: &Config,
+        target: Target,
+        routes: Arc<LiveRoutes>,
+        metrics: Arc<Metrics>,
+    ) -> Option<Arc<Self>> {
         let path = config.source.clone()?;
         // The file as it is now; had it changed since the start read it, the difference shows
         // at the first pass only if it touches restart-only keys, as it should.
@@ -183,6 +219,7 @@ impl ConfigReloader {
         Some(Arc::new(Self {
             path,
             target,
+            routes,
             metrics,
             applied: Mutex::new(Applied {
                 config: config.clone(),
@@ -216,11 +253,17 @@ impl ConfigReloader {
         }
         match self.evaluate(&applied, &text) {
             Ok((config, table)) => {
-                let changes =
+                let mut changes =
                     EndpointChanges::between(&applied.config.endpoints, &config.endpoints);
+                changes.routes = RouteChanges::between(&applied.config.routes, &config.routes);
+                // Endpoints first: a new route's endpoint is then known when a worker
+                // matches an event against it.
                 match &self.target {
                     Target::Receiver { ingest, .. } => ingest.replace_endpoints(&config.endpoints),
-                    Target::Processing(endpoints) => endpoints.replace(&config.endpoints),
+                    Target::Processing { endpoints, .. } => endpoints.replace(&config.endpoints),
+                }
+                if !changes.routes.is_empty() {
+                    self.routes.replace(&config.routes);
                 }
                 applied.config = config;
                 applied.table = table;
@@ -245,11 +288,14 @@ impl ConfigReloader {
             Ok(e) => Refusal::Invalid(e),
             Err(e) => Refusal::Problems(vec![e.to_string()]),
         })?;
-        // Everything but the endpoints is the running configuration's, which the file still
-        // says (checked above): environment overrides and `wharf dev`'s database included.
+        // Everything but the endpoints and routes is the running configuration's, which the
+        // file still says (checked above): environment overrides and `wharf dev`'s database
+        // included.
         let mut config = applied.config.clone();
         config.endpoints = read.endpoints;
+        config.routes = read.routes;
         let mut problems: Vec<String> = config.problems().into_iter().map(|p| p.message).collect();
+        problems.extend(self.signing_problems(&config));
         // A worker reads neither the providers' secrets nor the adapters: those checks are
         // the receivers'.
         if let Target::Receiver { ingest, secrets } = &self.target {
@@ -272,6 +318,39 @@ impl ConfigReloader {
         Ok((config, table))
     }
 
+    /// Every route's `signing_secret` names a set in the secrets file as it is now (whether
+    /// its versions can sign is checked at each attempt, as after a rotation).
+    fn signing_problems(&self, config: &Config) -> Vec<String> {
+        let store = match &self.target {
+            Target::Receiver { secrets, .. } => Some(secrets),
+            Target::Processing { signing, .. } => signing.as_ref(),
+        };
+        let file = config.secrets.file.display();
+        let mut problems = Vec::new();
+        for (i, r) in config.routes.iter().enumerate() {
+            let Some(set) = &r.signing_secret else {
+                continue;
+            };
+            let name = format!("route {} ({} -> {})", i + 1, r.endpoint, r.sink.as_str());
+            match store.map(|s| s.current()) {
+                None => problems.push(format!(
+                    "{name}: signing_secret: this worker started with no signing route and \
+                     reads no secrets file; restart it to sign"
+                )),
+                Some(current) => match &*current {
+                    Ok(secrets) if secrets.set_names().any(|n| n == set) => {}
+                    Ok(_) => problems.push(format!(
+                        "{name}: signing_secret: signing secret set {set:?} is not in {file}"
+                    )),
+                    Err(_) => problems.push(format!(
+                        "{name}: signing_secret: the secrets file {file} cannot be read"
+                    )),
+                },
+            }
+        }
+        problems
+    }
+
     /// Logs and counts what a pass did.
     fn report(&self, result: &Result<EndpointChanges, Refusal>) {
         let file = self.path.display();
@@ -282,7 +361,7 @@ impl ConfigReloader {
                     Target::Receiver { ingest, .. } => {
                         (ingest.endpoints(), Some(ingest.adapters()))
                     }
-                    Target::Processing(endpoints) => (Arc::clone(endpoints), None),
+                    Target::Processing { endpoints, .. } => (Arc::clone(endpoints), None),
                 };
                 for (ids, what) in [
                     (&changes.added, "endpoint added"),
@@ -302,8 +381,20 @@ impl ConfigReloader {
                 for id in &changes.removed {
                     tracing::info!(%file, endpoint = %id, "endpoint removed");
                 }
+                let routes = &changes.routes;
+                for (targets, what) in [
+                    (&routes.added, "route added"),
+                    (&routes.changed, "route changed"),
+                    (&routes.removed, "route removed"),
+                ] {
+                    for (sink, target) in targets {
+                        tracing::info!(%file, %sink, target = %safe_url(target), "{what}");
+                    }
+                }
                 tracing::info!(%file, added = changes.added.len(), removed = changes.removed.len(),
-                    changed = changes.changed.len(), "config reloaded");
+                    changed = changes.changed.len(), routes_added = routes.added.len(),
+                    routes_removed = routes.removed.len(), routes_changed = routes.changed.len(),
+                    "config reloaded");
             }
             Err(refusal) => {
                 self.metrics.config_reload("refused");
@@ -388,10 +479,7 @@ mod tests {
             "[server]\nlisten = \"127.0.0.1:2\"\nmax_body_bytes = 10\n[database]\nurl = \"postgres://u:other@h/db\"\n[[route]]\nendpoint = \"b\"\n[worker]\ncount = 1\n",
         );
         let changed = restart_only_changes(&old, &moved);
-        assert_eq!(
-            changed,
-            ["[database] url", "[[route]]", "[server] listen", "[worker]"]
-        );
+        assert_eq!(changed, ["[database] url", "[server] listen", "[worker]"]);
         let said = Refusal::RestartOnly(changed).to_string();
         assert!(
             !said.contains("other") && !said.contains("127.0.0.1"),

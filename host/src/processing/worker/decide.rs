@@ -6,9 +6,8 @@ use std::collections::HashMap;
 
 use sqlx::{Postgres, Transaction};
 
-use crate::config::EndpointConfig;
+use crate::config::{EndpointConfig, RouteTable};
 use crate::ingest::Claim;
-use crate::processing::context::Processing;
 use crate::support::columns::column;
 
 /// (provider, endpoint id, object id): the key of `object_state`.
@@ -219,13 +218,11 @@ pub(super) fn decide<'a>(
 /// The (sink, target, max attempts) of every route matching the event; two routes to the
 /// same target are one delivery.
 pub(super) fn delivery_targets<'a>(
-    p: &'a Processing,
+    routes: &'a RouteTable,
     endpoint: &EndpointConfig,
     claim: &Claim,
 ) -> Vec<Target<'a>> {
-    let mut targets: Vec<_> = p
-        .config
-        .routes
+    let mut targets: Vec<_> = routes
         .iter()
         .filter(|r| r.matches(&endpoint.id, &claim.event_type))
         .map(|r| (r.sink.as_str(), r.target(), r.max_attempts))

@@ -264,6 +264,8 @@ impl Worker {
     /// worker are left out.
     async fn apply(&self, claims: &[Claim]) -> Result<Committed, ProcessError> {
         let p = &self.processing;
+        // The routes as configured now, one table for the whole batch.
+        let routes = p.routes.load();
         // Read before the transaction, so no lock is held while the bodies come in. Whole
         // bodies, each once however many of the batch's events it holds; each event then
         // takes its own span of it (`Bodies::event`). Only the bodies a projection keeps, or
@@ -333,7 +335,7 @@ impl Worker {
                 let claim = &claims[i];
                 let targets = self
                     .endpoint(&claim.endpoint_id)
-                    .map_or_else(Vec::new, |e| delivery_targets(p, &e, claim));
+                    .map_or_else(Vec::new, |e| delivery_targets(&routes, &e, claim));
                 Planned {
                     claim,
                     outcome,
