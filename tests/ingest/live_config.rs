@@ -8,7 +8,7 @@ use std::path::Path;
 use crate::support::{app::*, http::*, process::*, signing::*, wait::*};
 
 /// Rewrites the config the way editors and config tools save: a temporary file renamed over it.
-fn rewrite(config: &Path, change: impl FnOnce(String) -> String) {
+pub fn rewrite(config: &Path, change: impl FnOnce(String) -> String) {
     let text = change(std::fs::read_to_string(config).unwrap());
     let tmp = config.with_extension("tmp");
     std::fs::write(&tmp, text).unwrap();

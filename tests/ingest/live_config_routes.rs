@@ -3,18 +3,10 @@
 //! route removed sends new events nowhere, and an invalid route (an unknown endpoint, a
 //! signing secret set the secrets file lacks) is refused while the old routes keep delivering.
 
-use std::path::Path;
 use std::time::Duration;
 
+use crate::live_config::rewrite;
 use crate::support::{app::*, database::*, http::*, receiver::*, wait::*};
-
-/// Rewrites the config the way editors save: a temporary file renamed over it.
-fn rewrite(config: &Path, change: impl FnOnce(String) -> String) {
-    let text = change(std::fs::read_to_string(config).unwrap());
-    let tmp = config.with_extension("tmp");
-    std::fs::write(&tmp, text).unwrap();
-    std::fs::rename(&tmp, config).unwrap();
-}
 
 /// Posts fresh events (`PREFIX_1`, ...) until `receiver` gets one of them; returns its id.
 async fn delivered_eventually(app: &TestApp, receiver: &Receiver, prefix: &str) -> String {
