@@ -16,7 +16,7 @@ use wharf::adapter::{RequestView, Sandbox, SandboxLimits};
 use wharf::ingest::{KeySet, TrustedKey};
 
 mod common;
-use common::{prepare_verify_parse, view_of};
+use common::{on_sandbox, prepare_verify_parse, view_of};
 
 const SECRET: &str = "whsec_bench";
 
@@ -118,17 +118,8 @@ fn bench(c: &mut Criterion) {
         // What a request costs before the database, as `Ingest` runs it: one hop to the
         // sandbox's threads, then prepare, verify and parse there.
         c.bench_function(&format!("{name}/prepare_verify_parse"), |b| {
-            b.to_async(&runtime).iter(|| {
-                let (adapter, keys, req) =
-                    (Arc::clone(&adapter), Arc::clone(&keys), view_of(&request));
-                async move {
-                    let job = Arc::clone(&adapter);
-                    adapter
-                        .on_sandbox(async move { prepare_verify_parse(&job, &keys, req).await })
-                        .await
-                        .unwrap()
-                }
-            })
+            b.to_async(&runtime)
+                .iter(|| on_sandbox(Arc::clone(&adapter), Arc::clone(&keys), view_of(&request)))
         });
         // The same work without the hop's wake-ups: requests back to back in one hop, so this
         // is the CPU a request costs on the sandbox's threads, the store's teardown included.

@@ -25,7 +25,7 @@ use wharf::adapter::{RequestView, Sandbox, SandboxLimits};
 use wharf::ingest::{KeySet, TrustedKey};
 
 mod common;
-use common::{prepare_verify_parse, view_of};
+use common::{on_sandbox, view_of};
 
 const SECRET: &str = "change-me-demo-secret";
 const BODY: &str = r#"{"id":"evt_001","type":"order.created","data":{"id":"ord_42"}}"#;
@@ -76,17 +76,8 @@ fn bench(c: &mut Criterion) {
         println!("lang/{lang}: {size} bytes, loaded (compiled) in {load:?}");
 
         c.bench_function(&format!("lang/{lang}/prepare_verify_parse"), |b| {
-            b.to_async(&runtime).iter(|| {
-                let (adapter, keys, req) =
-                    (Arc::clone(&adapter), Arc::clone(&keys), view_of(&request));
-                async move {
-                    let job = Arc::clone(&adapter);
-                    adapter
-                        .on_sandbox(async move { prepare_verify_parse(&job, &keys, req).await })
-                        .await
-                        .unwrap()
-                }
-            })
+            b.to_async(&runtime)
+                .iter(|| on_sandbox(Arc::clone(&adapter), Arc::clone(&keys), view_of(&request)))
         });
     }
 }

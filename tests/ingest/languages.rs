@@ -123,17 +123,8 @@ async fn provider_serves_after_a_hot_reload(
         .chain([("content-type", "application/json")])
         .collect();
     // A debug host compiles a 12-18 MB component in tens of seconds, after its fixtures pass.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(240);
-    loop {
-        let answer = app.post(name, &headers, body.to_vec()).await;
-        if answer.status == 200 {
-            assert_eq!(answer.code(), "accepted", "{answer:?}");
-            break;
-        }
-        assert_eq!(answer.code(), "adapter_unavailable", "{answer:?}");
-        assert!(std::time::Instant::now() < deadline, "{name} never served");
-        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
-    }
+    app.post_until_served(name, &headers, body, std::time::Duration::from_secs(240))
+        .await;
     let stored: String =
         sqlx::query_scalar("SELECT event_type FROM webhook_inbox WHERE provider = $1")
             .bind(name)

@@ -121,17 +121,8 @@ async fn a_new_adapter_builds_passes_its_fixtures_and_serves_after_a_hot_reload(
         &adapters.join("demo.fixtures"),
     );
     install_atomically(&adapters.join("demo.wasm"), &std::fs::read(&built).unwrap());
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
-        let answer = app.post("demo", &headers, body.clone()).await;
-        if answer.status == 200 {
-            assert_eq!(answer.code(), "accepted");
-            break;
-        }
-        assert_eq!(answer.code(), "adapter_unavailable", "{answer:?}");
-        assert!(std::time::Instant::now() < deadline, "demo never served");
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    app.post_until_served("demo", &headers, &body, std::time::Duration::from_secs(30))
+        .await;
     let event_type: String =
         sqlx::query_scalar("SELECT event_type FROM webhook_inbox WHERE provider = 'demo'")
             .fetch_one(&app.db)

@@ -472,6 +472,31 @@ impl TestApp {
         post(&self.client, &self.base, endpoint, headers, body.into()).await
     }
 
+    /// POSTs the same request until it is accepted: before a hot-reloaded adapter is vetted
+    /// its endpoint answers 503 `adapter_unavailable`, and nothing else is allowed meanwhile.
+    pub async fn post_until_served(
+        &self,
+        endpoint: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+        within: std::time::Duration,
+    ) {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            let answer = self.post(endpoint, headers, body.to_vec()).await;
+            if answer.status == 200 {
+                assert_eq!(answer.code(), "accepted", "{answer:?}");
+                return;
+            }
+            assert_eq!(answer.code(), "adapter_unavailable", "{answer:?}");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{endpoint} never served"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+
     /// The status of `/readyz`.
     pub async fn readiness(&self) -> u16 {
         let response = self

@@ -105,9 +105,7 @@ impl ServeProcess {
         log: Option<&Path>,
         env: &[(&str, &str)],
     ) -> Self {
-        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_wharf"));
-        child.args(command);
-        Self::spawn(child, config, log, env, 60).await
+        Self::start_in(Path::new("."), command, config, log, env).await
     }
 
     /// Starts `wharf <command...> --config CONFIG` in the folder `dir` (`wharf dev` keeps its

@@ -18,6 +18,20 @@ pub fn view_of(request: &RequestView) -> RequestView {
     }
 }
 
+/// A request as `Ingest` runs it: one hop to the sandbox's threads, then prepare, verify and
+/// parse there.
+pub async fn on_sandbox(
+    adapter: Arc<LoadedAdapter>,
+    keys: Arc<KeySet>,
+    req: RequestView,
+) -> Parsed {
+    let job = Arc::clone(&adapter);
+    adapter
+        .on_sandbox(async move { prepare_verify_parse(&job, &keys, req).await })
+        .await
+        .unwrap()
+}
+
 /// Steps 4, 5 and 7 of a request (`verify_and_parse` without its bookkeeping), on one instance;
 /// the freshness rule is checked as when serving.
 pub async fn prepare_verify_parse(
