@@ -237,3 +237,38 @@ async fn failed_sign_ins_are_limited_per_address() {
     assert_eq!(right.status(), StatusCode::TOO_MANY_REQUESTS);
     app.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_session_ends_when_its_token_version_leaves_the_secrets_file() {
+    let app = TestApp::builder().with_admin().start().await;
+    let signed = sign_in(&app, TEST_ADMIN_TOKEN).await;
+    assert_eq!(
+        get(&app, "/console/", &signed.cookie).await.0,
+        StatusCode::OK
+    );
+    // The operator rotates: version 1 goes, version 2 (another token) comes.
+    let path = &app.config.secrets_path;
+    let text = std::fs::read_to_string(path).unwrap().replace(
+        &format!("version = \"1\"\nvalue = \"{TEST_ADMIN_TOKEN}\""),
+        "version = \"2\"\nvalue = \"rotated-admin-token-0123456789abcdef0123456789\"",
+    );
+    crate::support::files::install_atomically(path, text.as_bytes());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let (status, _) = get(&app, "/console/", &signed.cookie).await;
+        if status == StatusCode::SEE_OTHER {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the session outlived its token"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let rotated = sign_in(&app, "rotated-admin-token-0123456789abcdef0123456789").await;
+    assert_eq!(
+        get(&app, "/console/", &rotated.cookie).await.0,
+        StatusCode::OK
+    );
+    app.shutdown().await;
+}

@@ -277,6 +277,22 @@ mod tests {
     }
 
     #[test]
+    fn the_viewer_set_stands_beside_the_admin_set() {
+        let with = |lines: &str| {
+            config_with("server", lines)
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        };
+        assert!(with("admin_token_secret = \"a\"\nviewer_token_secret = \"v\"\n").is_ok());
+        let alone = with("viewer_token_secret = \"v\"\n").unwrap_err();
+        assert!(alone.contains("beside admin_token_secret"), "{alone}");
+        let same = with("admin_token_secret = \"a\"\nviewer_token_secret = \"a\"\n").unwrap_err();
+        assert!(same.contains("a viewer would be an admin"), "{same}");
+        let short = with("console_session_minutes = 1\n").unwrap_err();
+        assert!(short.contains("console_session_minutes"), "{short}");
+    }
+
+    #[test]
     fn trusted_proxies_are_addresses_or_networks() {
         let config = config_with(
             "server",
