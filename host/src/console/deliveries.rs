@@ -403,3 +403,20 @@ pub async fn replay_many(
         rows: done.requeued.iter().map(row).collect(),
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn form_times_are_rfc3339_or_a_browsers_local_time_taken_as_utc() {
+        let at = |t| form_time("since", t).unwrap().map(|t| t.unix_timestamp());
+        assert_eq!(at(""), None);
+        assert_eq!(at("2026-12-05T10:00:00Z"), Some(1_796_464_800));
+        assert_eq!(at("2026-12-05T11:00:00+01:00"), Some(1_796_464_800));
+        assert_eq!(at("2026-12-05T10:00"), Some(1_796_464_800));
+        assert_eq!(at("2026-12-05T10:00:30"), Some(1_796_464_830));
+        let error = form_time("until", "yesterday").unwrap_err();
+        assert!(matches!(error, ConsoleError::BadRequest(m) if m.starts_with("until:")));
+    }
+}

@@ -282,3 +282,21 @@ fn payload_text(payload: &Value) -> String {
     }
     "(no payload stored: retention removed it, or it was purged)".to_owned()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payloads_show_as_pretty_json_text_base64_or_why_not() {
+        let shown = |v: Value| payload_text(&v);
+        assert_eq!(
+            shown(serde_json::json!({"utf8": "{\"a\":1}"})),
+            "{\n  \"a\": 1\n}"
+        );
+        assert_eq!(shown(serde_json::json!({"utf8": "a=1&b=2"})), "a=1&b=2");
+        assert!(shown(serde_json::json!({"base64": "AAE="})).ends_with("\nAAE="));
+        assert!(shown(serde_json::json!({"error": "no key k2"})).contains("no key k2"));
+        assert!(shown(Value::Null).starts_with("(no payload stored"));
+    }
+}
