@@ -12,14 +12,15 @@ pub fn bars(title: &str, values: &[u64]) -> String {
     let step = WIDTH / n;
     let mut svg = format!(
         "<svg class=\"chart\" role=\"img\" viewBox=\"0 0 {WIDTH} {HEIGHT}\" width=\"{WIDTH}\" \
-         height=\"{HEIGHT}\" xmlns=\"http://www.w3.org/2000/svg\"><title>{}</title>",
+         height=\"{HEIGHT}\" xmlns=\"http://www.w3.org/2000/svg\"><title>{}</title>\
+         <rect class=\"frame\" x=\"0\" y=\"0\" width=\"{WIDTH}\" height=\"{HEIGHT}\"></rect>",
         escape(title)
     );
     for (i, v) in values.iter().enumerate() {
         let h = (*v as f64 / max * (HEIGHT - 2.0)).max(if *v > 0 { 1.0 } else { 0.0 });
         let _ = write!(
             svg,
-            "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{h:.1}\"><title>{v}</title></rect>",
+            "<rect class=\"bar\" x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{h:.1}\"><title>{v}</title></rect>",
             i as f64 * step,
             HEIGHT - h,
             (step - 1.0).max(0.5),
@@ -45,6 +46,6 @@ mod tests {
         let svg = bars("<b>\"x\"", &[0, 5, 10]);
         assert!(svg.contains("<title>&lt;b&gt;&quot;x&quot;</title>"));
         assert!(svg.contains("height=\"46.0\""));
-        assert_eq!(svg.matches("<rect").count(), 3);
+        assert_eq!(svg.matches("<rect class=\"bar\"").count(), 3);
     }
 }

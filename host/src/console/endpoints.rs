@@ -49,6 +49,7 @@ pub async fn page(
 ) -> Response {
     let c = &console.0;
     let table = c.http.ingest.endpoints().load();
+    let adapters = c.http.ingest.adapters();
     let secrets = c.secrets.current();
     let versions = |set: &str| -> Vec<String> {
         match &*secrets {
@@ -80,8 +81,14 @@ pub async fn page(
                 set: set.clone(),
                 versions: versions(set),
             }));
-            let seconds =
-                |s: Option<u64>| s.map_or("adapter's default".to_owned(), |s| format!("{s} s"));
+            // The endpoint's own tolerance, else the adapter's, else none (no signed time).
+            let info = adapters.get(&e.adapter).map(|a| &a.info);
+            let seconds = |own: Option<u64>, adapter: Option<u64>| match (own, adapter) {
+                (Some(s), _) => format!("{s} s"),
+                (None, Some(s)) => format!("{s} s (adapter)"),
+                (None, None) if info.is_none() => "adapter not loaded".to_owned(),
+                (None, None) => "no signed time".to_owned(),
+            };
             EndpointRow {
                 id: e.id.clone(),
                 adapter: e.adapter.clone(),
@@ -91,8 +98,11 @@ pub async fn page(
                     .unwrap_or_else(|| format!("{}/webhooks/{}", c.public_base, e.id)),
                 tolerance: format!(
                     "past {}, future {}",
-                    seconds(e.tolerance_secs),
-                    seconds(e.future_tolerance_secs)
+                    seconds(e.tolerance_secs, info.and_then(|i| i.tolerance_past_secs)),
+                    seconds(
+                        e.future_tolerance_secs,
+                        info.and_then(|i| i.tolerance_future_secs)
+                    )
                 ),
                 rate_limit: format!(
                     "endpoint {}; provider {}",
