@@ -112,6 +112,7 @@ pub struct Row {
     pub status: String,
     pub attempts: String,
     pub last_error: String,
+    pub status_code: String,
     pub created_at: String,
     pub sent_at: String,
 }
@@ -126,6 +127,10 @@ fn row(d: &deliveries::Summary) -> Row {
         status: d.status.clone(),
         attempts: format!("{} of {}", d.attempt_count, d.max_attempts),
         last_error: d.last_error.clone().unwrap_or_default(),
+        status_code: d
+            .last_status_code
+            .map(|c| c.to_string())
+            .unwrap_or_default(),
         created_at: when(d.created_at),
         sent_at: when_opt(d.sent_at),
     }
@@ -221,8 +226,20 @@ struct DeliveryPage {
     event_type: String,
     provider_event_id: String,
     endpoint: String,
+    status_code: String,
+    /// The attempts that did not succeed, oldest first.
+    attempts_log: Vec<AttemptRow>,
     /// What a replay from this page did, when it just ran.
     replayed: Option<String>,
+}
+
+/// One attempt that did not succeed.
+pub struct AttemptRow {
+    pub attempt: String,
+    pub at: String,
+    pub outcome: String,
+    pub status_code: String,
+    pub diagnostic: String,
 }
 
 fn text(v: &Value, key: &str) -> String {
@@ -262,6 +279,21 @@ async fn delivery_page(
         event_type: text(event, "event_type"),
         provider_event_id: text(event, "provider_event_id"),
         endpoint: text(event, "endpoint_id"),
+        status_code: text(&d, "last_status_code"),
+        attempts_log: d["failed_attempts"]
+            .as_array()
+            .map(|list| {
+                list.iter()
+                    .map(|a| AttemptRow {
+                        attempt: text(a, "attempt"),
+                        at: text(a, "at"),
+                        outcome: text(a, "outcome"),
+                        status_code: text(a, "status_code"),
+                        diagnostic: text(a, "diagnostic"),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
         replayed,
     }))
 }
