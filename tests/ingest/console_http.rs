@@ -330,3 +330,30 @@ async fn send_again_on_the_event_page_delivers_the_event_once_more_with_the_same
     assert_eq!(action_logged, "deliveries replayed");
     app.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_sign_in_whose_body_never_arrives_is_cut_at_the_body_deadline() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let app = TestApp::builder()
+        .with_admin()
+        .server_toml("body_timeout_ms = 300\n")
+        .start()
+        .await;
+    let addr = app.admin.trim_start_matches("http://").to_owned();
+    let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let head = format!(
+        "POST /console/signin HTTP/1.1\r\nHost: {addr}\r\n\
+         Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\ntoken="
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let started = std::time::Instant::now();
+    let mut answer = vec![0u8; 4096];
+    let n = tokio::time::timeout(std::time::Duration::from_secs(5), stream.read(&mut answer))
+        .await
+        .expect("an answer before the test gives up")
+        .unwrap();
+    let text = String::from_utf8_lossy(&answer[..n]);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(3));
+    app.shutdown().await;
+}
