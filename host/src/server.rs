@@ -17,7 +17,9 @@ use crate::http::{
     processing_admin_router, public_router, serve_on,
 };
 use crate::ingest::Store;
-use crate::ingest::{Admission, ClientLimits, CommitSettings, Handoff, Ingest, RateLimits};
+use crate::ingest::{
+    Admission, ClientLimits, CommitSettings, Handoff, Ingest, IngestStats, RateLimits,
+};
 use crate::ingest::{KeySource, SecretStore};
 use crate::processing::{self, Processing};
 use crate::reload::{ConfigReloader, Reloader};
@@ -53,6 +55,8 @@ pub struct Receiver {
     pub secrets: Arc<SecretStore>,
     /// What the workers, relays and reconciler share (also when none run here).
     pub processing: Arc<Processing>,
+    /// The public route's answer counts not yet written to `ingest_stats`.
+    pub stats: Arc<IngestStats>,
 }
 
 impl Server {
@@ -188,6 +192,7 @@ impl Server {
             max_header_bytes: config.server.max_header_bytes,
             body_budget: Arc::new(BodyBudget::new(&config.server)),
             client_limits: Arc::new(ClientLimits::new(config.server.client_rate_limit())),
+            stats: Arc::default(),
         };
         let limits = ConnLimits::new(&config.server);
 
@@ -196,6 +201,8 @@ impl Server {
         let watcher = secrets.watch(cancel.clone())?;
         tasks.spawn(async move { watcher.await.map_err(Into::into) });
         tasks.spawn(retention.run(retention_clock, cancel.clone()));
+        let stats = Arc::clone(&state.stats);
+        tasks.spawn(Arc::clone(&stats).run(config.database_url().to_owned(), cancel.clone()));
         let adapter_watcher = reloader.watch(Arc::clone(&ingest), cancel.clone())?;
         tasks.spawn(async move { adapter_watcher.await.map_err(Into::into) });
         // Endpoints reload with the config file; a config built in memory has no file.
@@ -274,6 +281,7 @@ impl Server {
             ingest,
             secrets,
             processing,
+            stats,
         };
         Ok(Running {
             parts,

@@ -9,6 +9,7 @@ mod alerts;
 mod backlog;
 mod batches;
 mod claims;
+mod console_queries;
 mod crash;
 mod deliveries_admin;
 mod encryption;

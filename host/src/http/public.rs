@@ -20,7 +20,7 @@ use serde_json::json;
 use super::body_budget::BodyBudget;
 use super::client::ClientInfo;
 use crate::ingest::{
-    ClientLimits, Ingest, IngestError, LimitScope, Outcome, RequestFacts, inbox_ids,
+    ClientLimits, Ingest, IngestError, IngestStats, LimitScope, Outcome, RequestFacts, inbox_ids,
 };
 use crate::support::traces::{KeyValue, SpanKind, TraceSpan};
 
@@ -38,6 +38,8 @@ pub struct HttpState {
     pub body_budget: Arc<BodyBudget>,
     /// A bucket per client address (`[server] client_rate_per_second`, `client_rate_burst`).
     pub client_limits: Arc<ClientLimits>,
+    /// Per-minute answer counts for the console, flushed by the server's task.
+    pub stats: Arc<IngestStats>,
 }
 
 pub fn public_router(state: HttpState) -> Router {
@@ -200,6 +202,9 @@ async fn answer(
         .ingest
         .metrics()
         .request(label, outcome, elapsed.as_secs_f64());
+    state
+        .stats
+        .record(known.then_some(endpoint_id.as_str()), outcome, elapsed);
     if let Some(span) = span.as_mut() {
         // What the log line says, less the client and the secret's version.
         span.set("wharf.endpoint", label.to_owned());

@@ -11,6 +11,7 @@
 //! - `store`: Postgres: migrations and `accept`, the one way events are stored
 //! - `commit`: group commit behind `accept`: requests that arrive together share a transaction
 //! - `pending`: a request made ready for its transaction: payload sealed, each event's row linked
+//! - `stats`: per-minute counts of the public route's answers, flushed for the console
 //! - `handoff`: events leased at acceptance to this host's workers, handed over in memory
 //! - `rows`: what acceptance writes and answers, and `StoreError`
 //! - `redacted`: `.redacted()?`, a database error that shows only its redacted text
@@ -27,6 +28,7 @@ mod rate_limit;
 mod redacted;
 mod rows;
 mod secrets;
+mod stats;
 mod store;
 mod verify;
 
@@ -44,6 +46,9 @@ pub use secrets::{
     HostSecretError, HostSecretUse, InvalidSecrets, KeyEncodings, KeySet, KeySource, PublicKey,
     SECRETS_QUIET, SecretStore, Secrets, SecretsError, SecretsFileError, TrustedKey,
     TrustedPublicKey, VersionInfo, decode_key, decode_public_key, host_secret_values,
+};
+pub use stats::{
+    BUCKET_BOUNDS_MS, BUCKETS, FLUSH_EVERY, IngestStats, UNKNOWN_ENDPOINT, bucket_of, quantile_ms,
 };
 pub use store::{MIGRATOR, Store};
 pub use verify::{

@@ -20,7 +20,7 @@ pub struct Filter {
     pub limit: i64,
 }
 
-#[derive(Debug, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
 pub struct Summary {
     pub inbox_id: Uuid,
     pub status: String,

@@ -3,6 +3,9 @@
 //!
 //! - `audit`: the audit trail, a database row per payload read, purge and API replay
 //! - `events`: list, show and replay accepted events
+//! - `event_search`: the console's events search: filters, a glob over types, keyset pages
+//! - `event_detail`: one event for the console's page, typed; lookup by provider event id
+//! - `overview`: the console's overview: per endpoint and window, backlog, deliveries, series
 //! - `deliveries`: list, show and replay deliveries to route targets, a page at a time
 //! - `payloads`: re-encrypt stored payloads under the current key
 //! - `shared`: what the queries share: limits, status lists, time ranges, counts for people
@@ -11,7 +14,10 @@
 pub mod audit;
 pub mod deliveries;
 mod error;
+pub mod event_detail;
+pub mod event_search;
 pub mod events;
+pub mod overview;
 pub mod payloads;
 mod shared;
 

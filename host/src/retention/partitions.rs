@@ -104,6 +104,9 @@ pub struct Pass {
     pub dropped: Vec<String>,
     /// Expired partitions kept because their day still holds unfinished work.
     pub kept: Vec<String>,
+    /// Rows of `ingest_stats` (per-minute request counts) deleted for being older than
+    /// `event_days`.
+    pub stats_deleted: u64,
 }
 
 pub struct Retention {
@@ -309,6 +312,17 @@ impl Retention {
                 dropped.push(table.name);
             }
             kept.push((table.name, kept_here));
+        }
+        if !pass.clock_skewed {
+            // The console's request counts follow the events they describe; a small table,
+            // deleted by its key's leading minute.
+            let cutoff = now - time::Duration::days(i64::from(self.settings.event_days));
+            pass.stats_deleted = sqlx::query("DELETE FROM ingest_stats WHERE minute < $1")
+                .bind(cutoff)
+                .execute(&mut *conn)
+                .await
+                .redacted()?
+                .rows_affected();
         }
         self.metrics.retention(&dropped, &kept, ready_until);
         Ok(pass)
