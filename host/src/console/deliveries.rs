@@ -9,12 +9,10 @@ use axum::extract::{Extension, Path, Query, State};
 use axum::response::Response;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use time::OffsetDateTime;
-use time::format_description::well_known::Rfc3339;
 use uuid::Uuid;
 
 use super::guard::Signed;
-use super::page::{Chrome, ConsoleError, html, when, when_opt};
+use super::page::{Chrome, ConsoleError, form_time, html, some, when, when_opt};
 use super::state::Console;
 use crate::config::SinkKind;
 use crate::http::ClientInfo;
@@ -42,32 +40,6 @@ pub struct DeliveryQuery {
     pub until: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub after: String,
-}
-
-fn some(text: &str) -> Option<String> {
-    let t = text.trim();
-    (!t.is_empty()).then(|| t.to_owned())
-}
-
-/// A time typed in a form: RFC 3339, or a browser's `datetime-local` (taken as UTC).
-pub fn form_time(name: &str, text: &str) -> Result<Option<OffsetDateTime>, ConsoleError> {
-    let Some(text) = some(text) else {
-        return Ok(None);
-    };
-    if let Ok(at) = OffsetDateTime::parse(&text, &Rfc3339) {
-        return Ok(Some(at));
-    }
-    let local = time::macros::format_description!("[year]-[month]-[day]T[hour]:[minute]");
-    let local_secs =
-        time::macros::format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]");
-    time::PrimitiveDateTime::parse(&text, &local)
-        .or_else(|_| time::PrimitiveDateTime::parse(&text, &local_secs))
-        .map(|at| Some(at.assume_utc()))
-        .map_err(|_| {
-            ConsoleError::BadRequest(format!(
-                "{name}: {text:?} is not a time (2026-12-05T10:00:00Z, or 2026-12-05T10:00 in UTC)"
-            ))
-        })
 }
 
 impl DeliveryQuery {
@@ -434,21 +406,4 @@ pub async fn replay_many(
         summary: done.summary(request.limit),
         rows: done.requeued.iter().map(row).collect(),
     }))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn form_times_are_rfc3339_or_a_browsers_local_time_taken_as_utc() {
-        let at = |t| form_time("since", t).unwrap().map(|t| t.unix_timestamp());
-        assert_eq!(at(""), None);
-        assert_eq!(at("2026-12-05T10:00:00Z"), Some(1_796_464_800));
-        assert_eq!(at("2026-12-05T11:00:00+01:00"), Some(1_796_464_800));
-        assert_eq!(at("2026-12-05T10:00"), Some(1_796_464_800));
-        assert_eq!(at("2026-12-05T10:00:30"), Some(1_796_464_830));
-        let error = form_time("until", "yesterday").unwrap_err();
-        assert!(matches!(error, ConsoleError::BadRequest(m) if m.starts_with("until:")));
-    }
 }

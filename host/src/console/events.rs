@@ -10,10 +10,12 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::guard::Signed;
-use super::page::{Chrome, ConsoleError, html};
+use super::page::{Chrome, ConsoleError, form_time, html, some, when, when_opt};
 use super::state::Console;
 use crate::http::ClientInfo;
 use crate::operator::audit::{self, Actor};
+use crate::operator::event_detail::{self, EventDetail};
+use crate::operator::event_search::{self, Search};
 use crate::operator::events;
 
 /// Rows per page.
@@ -60,11 +62,30 @@ struct EventsPage {
     rows: Vec<EventRow>,
     total: String,
     next: Option<String>,
+    /// Back to the newest page, when this one is further on.
+    first: Option<String>,
 }
 
-fn some(text: &str) -> Option<String> {
-    let t = text.trim();
-    (!t.is_empty()).then(|| t.to_owned())
+impl EventQuery {
+    fn search(&self) -> Result<Search, ConsoleError> {
+        Ok(Search {
+            endpoint: some(&self.endpoint),
+            event_type: some(&self.event_type),
+            status: some(&self.status),
+            since: form_time("since", &self.since)?,
+            until: form_time("until", &self.until)?,
+            provider_event_id: some(&self.provider_event_id),
+            object_id: some(&self.object_id),
+        }
+        .checked()?)
+    }
+
+    fn href(&self) -> String {
+        format!(
+            "/console/events?{}",
+            serde_urlencoded::to_string(self).unwrap_or_default()
+        )
+    }
 }
 
 pub async fn list(
@@ -72,13 +93,14 @@ pub async fn list(
     Extension(signed): Extension<Signed>,
     Query(query): Query<EventQuery>,
 ) -> Result<Response, ConsoleError> {
-    let filter = events::Filter {
-        status: some(&query.status),
-        endpoint: some(&query.endpoint),
-        limit: PAGE,
-    }
-    .checked()?;
-    let page = events::list(&console.0.pool, &filter).await?;
+    let search = query.search()?;
+    let before = match some(&query.before) {
+        None => None,
+        Some(b) => Some(b.parse::<Uuid>().map_err(|_| {
+            ConsoleError::BadRequest(format!("before: {b:?} is not an inbox id"))
+        })?),
+    };
+    let page = event_search::search(&console.0.pool, &search, before, PAGE).await?;
     let rows = page
         .events
         .iter()
@@ -88,19 +110,33 @@ pub async fn list(
             event_type: e.event_type.clone(),
             provider_event_id: e.provider_event_id.clone(),
             status: e.status.clone(),
-            received_at: super::page::when(e.received_at),
+            received_at: when(e.received_at),
             attempts: e.attempt_count,
             last_error: e.last_error.clone().unwrap_or_default(),
         })
         .collect();
-    let total = crate::operator::matches_text(page.total);
+    let next = page.next_before.map(|before| {
+        EventQuery {
+            before: before.to_string(),
+            ..query.clone()
+        }
+        .href()
+    });
+    let first = (!query.before.is_empty()).then(|| {
+        EventQuery {
+            before: String::new(),
+            ..query.clone()
+        }
+        .href()
+    });
     Ok(html(&EventsPage {
         chrome: Chrome::new(&signed.session, "events", "Events"),
         query,
         statuses: &events::STATUSES,
         rows,
-        total,
-        next: None,
+        total: page.total_text(),
+        next,
+        first,
     }))
 }
 
@@ -136,85 +172,86 @@ struct EventPage {
     payload: Option<String>,
 }
 
-fn text(event: &Value, key: &str) -> String {
-    match &event[key] {
-        Value::Null => String::new(),
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
-
-fn field(event: &Value, label: &'static str, id: &'static str, key: &str) -> Field {
+fn field(label: &'static str, id: &'static str, value: impl Into<String>) -> Field {
     Field {
         label,
         id,
-        value: text(event, key),
+        value: value.into(),
     }
 }
 
-fn event_page(signed: &Signed, event: &Value, payload: Option<String>) -> EventPage {
-    let deliveries = event["deliveries"]
-        .as_array()
-        .map(|list| {
-            list.iter()
-                .map(|d| DeliveryRow {
-                    delivery_id: text(d, "delivery_id"),
-                    sink: text(d, "sink"),
-                    target: text(d, "target"),
-                    status: text(d, "status"),
-                    attempts: format!(
-                        "{} of {}",
-                        text(d, "attempt_count"),
-                        text(d, "max_attempts")
-                    ),
-                    last_error: text(d, "last_error"),
-                    sent_at: text(d, "sent_at"),
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    let event_type = text(event, "event_type");
+fn or_empty<T: ToString>(v: &Option<T>) -> String {
+    v.as_ref().map(ToString::to_string).unwrap_or_default()
+}
+
+fn event_page(
+    console: &Console,
+    signed: &Signed,
+    event: &EventDetail,
+    payload: Option<String>,
+) -> EventPage {
+    // The version stored events do not record: the one loaded now, said as such.
+    let loaded = console.0.http.ingest.adapters();
+    let version = loaded.get(&event.provider).map_or_else(
+        || "(not loaded now)".to_owned(),
+        |a| format!("{} (loaded now)", a.info.version),
+    );
+    let span = match (event.payload_start, event.payload_end) {
+        (Some(start), Some(end)) => format!("bytes {start}..{end} of a batch's body"),
+        _ => "the whole body".to_owned(),
+    };
+    let marker = event.processed_marker.as_ref().map_or_else(String::new, |m| {
+        format!("{} at {}", m.outcome, when(m.processed_at))
+    });
     EventPage {
-        chrome: Chrome::new(&signed.session, "events", format!("Event {event_type}")),
-        inbox_id: text(event, "inbox_id"),
-        provider_event_id: text(event, "provider_event_id"),
-        status: text(event, "status"),
+        chrome: Chrome::new(&signed.session, "events", format!("Event {}", event.event_type)),
+        inbox_id: event.inbox_id.to_string(),
+        event_type: event.event_type.clone(),
+        provider_event_id: event.provider_event_id.clone(),
+        status: event.status.clone(),
         verified: vec![
-            field(event, "Endpoint", "endpoint", "endpoint_id"),
-            field(event, "Adapter", "adapter", "provider"),
+            field("Endpoint", "endpoint", event.endpoint_id.clone()),
+            field("Adapter", "adapter", event.provider.clone()),
+            field("Adapter version", "adapter-version", version),
             field(
-                event,
-                "Adapter version",
-                "adapter-version",
-                "adapter_version",
-            ),
-            field(
-                event,
                 "Secret version that matched",
                 "secret-version",
-                "matched_secret_version",
+                event.matched_secret_version.clone(),
             ),
-            field(event, "Received", "received-at", "received_at"),
+            field("Received", "received-at", when(event.received_at)),
+            field("Signed creation time", "created-at", when_opt(event.provider_created_at)),
+            field("Object", "object-id", or_empty(&event.object_id)),
+            field("Object version", "object-version", or_empty(&event.object_version)),
+            field("Payload SHA-256", "payload-sha256", event.payload_sha256.clone()),
+            field("Payload", "payload-span", span),
             field(
-                event,
-                "Signed creation time",
-                "created-at",
-                "provider_created_at",
+                "Payload stored",
+                "payload-stored",
+                if event.payload_stored { "yes" } else { "no (retention removed it)" },
             ),
-            field(event, "Object", "object-id", "object_id"),
-            field(event, "Object version", "object-version", "object_version"),
-            field(event, "Payload SHA-256", "payload-sha256", "payload_sha256"),
         ],
         processing: vec![
-            field(event, "Status", "processing-status", "status"),
-            field(event, "Outcome", "outcome", "outcome"),
-            field(event, "Attempts", "attempts", "attempt_count"),
-            field(event, "Next attempt", "next-attempt", "next_attempt_at"),
-            field(event, "Processed", "processed-at", "processed_at"),
-            field(event, "Last error", "last-error", "last_error"),
+            field("Status", "processing-status", event.status.clone()),
+            field("Outcome", "outcome", or_empty(&event.outcome)),
+            field("Attempts", "attempts", event.attempt_count.to_string()),
+            field("Next attempt", "next-attempt", when(event.next_attempt_at)),
+            field("Processed", "processed-at", when_opt(event.processed_at)),
+            field("Applied (marker)", "processed-marker", marker),
+            field("Last error", "last-error", or_empty(&event.last_error)),
         ],
-        deliveries,
-        event_type,
+        deliveries: event
+            .deliveries
+            .iter()
+            .map(|d| DeliveryRow {
+                delivery_id: d.delivery_id.to_string(),
+                sink: d.sink.clone(),
+                target: d.target.clone(),
+                status: d.status.clone(),
+                attempts: format!("{} of {}", d.attempt_count, d.max_attempts),
+                last_error: or_empty(&d.last_error),
+                sent_at: when_opt(d.sent_at),
+            })
+            .collect(),
         payload,
     }
 }
@@ -227,20 +264,21 @@ pub async fn show(
     Path(id): Path<String>,
 ) -> Result<Response, ConsoleError> {
     let Ok(inbox_id) = id.parse::<Uuid>() else {
-        let query = EventQuery {
-            provider_event_id: id,
-            ..EventQuery::default()
+        let found = event_detail::by_provider_event_id(&console.0.pool, &id).await?;
+        let href = match found.as_slice() {
+            [one] => format!("/console/events/{}", one.inbox_id),
+            _ => EventQuery {
+                provider_event_id: id,
+                ..EventQuery::default()
+            }
+            .href(),
         };
-        let href = format!(
-            "/console/events?{}",
-            serde_urlencoded::to_string(&query).unwrap_or_default()
-        );
         return Ok(Redirect::to(&href).into_response());
     };
-    let event = events::show(&console.0.pool, inbox_id, None)
+    let event = event_detail::detail(&console.0.pool, inbox_id)
         .await?
         .ok_or_else(|| ConsoleError::NotFound(format!("no event {inbox_id}")))?;
-    Ok(html(&event_page(&signed, &event, None)))
+    Ok(html(&event_page(&console, &signed, &event, None)))
 }
 
 /// The payload, after its audit row is committed (admin only: the guard refuses viewers).
@@ -259,11 +297,14 @@ pub async fn reveal(
     let detail = serde_json::json!({ "inbox_id": inbox_id });
     tracing::info!(target: "wharf::audit", actor = ?actor, %detail, "payload read in the console");
     audit::record(&c.pool, "payload read", &actor, detail).await?;
-    let event = events::show(&c.pool, inbox_id, Some(&c.payload_keys))
+    let event = event_detail::detail(&c.pool, inbox_id)
         .await?
         .ok_or_else(|| ConsoleError::NotFound(format!("no event {inbox_id}")))?;
-    let payload = payload_text(&event["payload"]);
-    Ok(html(&event_page(&signed, &event, Some(payload))))
+    let shown = events::show(&c.pool, inbox_id, Some(&c.payload_keys))
+        .await?
+        .ok_or_else(|| ConsoleError::NotFound(format!("no event {inbox_id}")))?;
+    let payload = payload_text(&shown["payload"]);
+    Ok(html(&event_page(&console, &signed, &event, Some(payload))))
 }
 
 /// JSON pretty-printed, other text as it is, binary as base64, or why there is none.
