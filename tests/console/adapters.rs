@@ -85,7 +85,7 @@ async fn an_adapter_hot_reloaded_during_the_test_shows_its_new_version() {
 
     // A file that is not a component at all: refused, with the reason.
     install_atomically(&adapters.join("not-a-component.wasm"), b"not wasm at all");
-    let refused = "table#adapters tr.refused[data-file='not-a-component.wasm'] td.reason";
+    let refused = "tr.refused[data-file='not-a-component.wasm'] td.reason";
     let reason = reload_until(&browser, &page, refused, "the refusal shown", |r| {
         !r.is_empty()
     })

@@ -34,6 +34,20 @@ pub async fn listed(browser: &Browser) -> Vec<String> {
     ids
 }
 
+/// Sends two Stripe events of one type and one of another about `cus_console_42`: their
+/// inbox ids, oldest first.
+async fn send_three(app: &TestApp) -> [String; 3] {
+    [
+        accept(app, signed_stripe_event("evt_console_pi_1")).await,
+        accept(app, signed_stripe_event("evt_console_pi_2")).await,
+        accept(
+            app,
+            signed_stripe_object_event("evt_console_cu_1", "cus_console_42", now()),
+        )
+        .await,
+    ]
+}
+
 /// Submits the event filter with `field` set to `value` (other fields as they are).
 async fn filter_by(browser: &Browser, field: &str, value: &str) {
     browser
@@ -47,13 +61,7 @@ async fn filter_by(browser: &Browser, field: &str, value: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_events_sent_appear_filter_and_open() {
     let app = console_app().start().await;
-    let first = accept(&app, signed_stripe_event("evt_console_pi_1")).await;
-    let second = accept(&app, signed_stripe_event("evt_console_pi_2")).await;
-    let customer = accept(
-        &app,
-        signed_stripe_object_event("evt_console_cu_1", "cus_console_42", now()),
-    )
-    .await;
+    let [first, second, customer] = send_three(&app).await;
     // Processed by the default workers: statuses stay put while the test reads them.
     crate::support::wait::wait_until_converged(&app.db).await;
     let status: String = sqlx::query_scalar("SELECT DISTINCT status::text FROM webhook_inbox")
@@ -82,30 +90,23 @@ async fn the_events_sent_appear_filter_and_open() {
     assert!(!browser.text(&format!("{row} td.status")).await.is_empty());
     browser.screenshot("events-all").await;
 
-    // The filter form: a type glob.
-    filter_by(&browser, "type", "customer.*").await;
-    assert_eq!(listed(&browser).await, vec![customer.clone()]);
-    assert!(browser.text("#total").await.contains('1'));
-    browser.screenshot("events-filtered").await;
-    filter_by(&browser, "type", "payment_intent.*").await;
-    assert_eq!(listed(&browser).await, [second.clone(), first.clone()]);
-
-    // Each other filter, by its query parameter.
+    // The filter form, then each filter by its query parameter.
+    filter_by(&browser, "endpoint", "github").await;
+    assert_eq!(listed(&browser).await, Vec::<String>::new());
+    assert!(browser.text("#total").await.contains('0'));
+    filter_by(&browser, "endpoint", "stripe").await;
+    assert_eq!(listed(&browser).await.len(), 3);
     for (query, expected) in [
-        ("provider_event_id=evt_console_pi_2", vec![second.clone()]),
-        ("object_id=cus_console_42", vec![customer.clone()]),
-        ("endpoint=github", vec![]),
-        (
-            &format!("status={status}") as &str,
-            vec![customer.clone(), second.clone(), first.clone()],
-        ),
-        ("status=FAILED", vec![]),
+        (format!("status={status}"), 3),
+        ("status=FAILED".to_owned(), 0),
+        (format!("endpoint=stripe&status={status}"), 3),
     ] {
         browser
             .goto(&console_url(&app, &format!("/events?{query}")))
             .await;
-        assert_eq!(listed(&browser).await, expected, "{query}");
+        assert_eq!(listed(&browser).await.len(), expected, "{query}");
     }
+    browser.screenshot("events-filtered").await;
 
     // Open one: what was verified, never a secret.
     browser.goto(&console_url(&app, "/events")).await;
@@ -128,6 +129,45 @@ async fn the_events_sent_appear_filter_and_open() {
     );
     browser.screenshot("event").await;
 
+    browser.close().await;
+    app.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_narrow_by_type_glob_provider_event_id_and_object_id() {
+    let app = console_app().start().await;
+    let [first, second, customer] = send_three(&app).await;
+    let browser = admin_browser(&app).await;
+    browser.goto(&console_url(&app, "/events")).await;
+
+    filter_by(&browser, "type", "customer.*").await;
+    assert_eq!(
+        listed(&browser).await,
+        vec![customer.clone()],
+        "type customer.*"
+    );
+    assert!(browser.text("#total").await.contains('1'));
+    filter_by(&browser, "type", "payment_intent.*").await;
+    assert_eq!(
+        listed(&browser).await,
+        [second.clone(), first.clone()],
+        "type payment_intent.*"
+    );
+    browser.screenshot("events-by-type").await;
+    for (query, expected) in [
+        ("provider_event_id=evt_console_pi_2", vec![second.clone()]),
+        ("object_id=cus_console_42", vec![customer.clone()]),
+        (
+            "type=*.updated&object_id=cus_console_42",
+            vec![customer.clone()],
+        ),
+        ("type=customer.*&provider_event_id=evt_console_pi_1", vec![]),
+    ] {
+        browser
+            .goto(&console_url(&app, &format!("/events?{query}")))
+            .await;
+        assert_eq!(listed(&browser).await, expected, "{query}");
+    }
     // A provider event id finds its event too.
     browser
         .goto(&console_url(&app, "/events/evt_console_pi_1"))

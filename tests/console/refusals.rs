@@ -101,6 +101,8 @@ async fn assert_sent_to_sign_in(browser: &Browser, app: &TestApp, why: &str) {
 async fn an_expired_session_is_sent_back_to_sign_in() {
     const SHORT_TOKEN: &str = "test-viewer-short-lived-token-0123456789ab";
     const LIFETIME: Duration = Duration::from_secs(8);
+    // The browser first: waiting for a free slot must not eat the token's short life.
+    let browser = Browser::start().await;
     let expires = time::OffsetDateTime::now_utc() + LIFETIME;
     let expires_at = expires
         .format(&time::format_description::well_known::Rfc3339)
@@ -110,7 +112,6 @@ async fn an_expired_session_is_sent_back_to_sign_in() {
     ))
     .start()
     .await;
-    let browser = Browser::start().await;
 
     // A token version that expires ends the sessions it opened.
     sign_in(&browser, &app, SHORT_TOKEN, "viewer").await;

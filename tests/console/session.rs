@@ -8,22 +8,21 @@ use crate::support::http::Answer;
 
 /// The console's session cookie (console-dom.md).
 pub const COOKIE: &str = "wharf_console";
-/// The read-only role's secret set, named by `[server] viewer_token_secret`.
-pub const VIEWER_SET: &str = "console_viewer";
-pub const VIEWER_TOKEN: &str = "test-viewer-token-fedcba9876543210fedcba98";
+/// The read-only role's secret set and token (`TestAppBuilder::with_viewer`).
+pub use crate::support::app::{TEST_VIEWER_SET as VIEWER_SET, TEST_VIEWER_TOKEN as VIEWER_TOKEN};
 
-/// The viewer set's entry (version `v1`, no expiry).
+/// The viewer set's entry as `with_viewer` writes it (version `1`, no expiry).
 pub fn viewer_secrets() -> String {
-    format!("\n[[{VIEWER_SET}]]\nversion = \"v1\"\nvalue = \"{VIEWER_TOKEN}\"\n")
+    format!("\n[[{VIEWER_SET}]]\nversion = \"1\"\nvalue = \"{VIEWER_TOKEN}\"\n")
 }
 
-/// The default app with the admin token and `viewer_secrets` (`extra_viewer`: more versions of
-/// the viewer set, TOML).
-pub fn console_app_with(extra_viewer: &str) -> TestAppBuilder {
+/// The default app with the admin token and the viewer set (`extra_secrets`: more secrets
+/// file text, such as more versions of the viewer set).
+pub fn console_app_with(extra_secrets: &str) -> TestAppBuilder {
     TestApp::builder()
         .with_admin()
-        .add_secrets(format!("{}{extra_viewer}", viewer_secrets()))
-        .server_toml(&format!("viewer_token_secret = \"{VIEWER_SET}\""))
+        .with_viewer()
+        .add_secrets(extra_secrets)
 }
 
 /// The default app with the admin token and the viewer set.
