@@ -272,3 +272,88 @@ async fn a_session_ends_when_its_token_version_leaves_the_secrets_file() {
     );
     app.shutdown().await;
 }
+
+#[tokio::test]
+async fn send_again_on_the_event_page_delivers_the_event_once_more_with_the_same_key() {
+    use crate::support::app::{http_route_toml, worker_toml};
+    use crate::support::receiver::{Behaviour, Receiver};
+    let receiver = Receiver::start(Behaviour::ok()).await;
+    let app = TestApp::builder()
+        .with_admin()
+        .append_toml(&worker_toml(2))
+        .append_toml(&http_route_toml(&receiver.url, ""))
+        .start()
+        .await;
+    let inbox_id = app.accept_stripe("evt_console_again").await;
+    app.wait_count("deliveries", "status = 'SENT'", 1).await;
+    let admin = sign_in(&app, TEST_ADMIN_TOKEN).await;
+    // The question an operator asks: did evt_console_again arrive, and what became of it.
+    let (status, list) = get(
+        &app,
+        "/console/events?provider_event_id=evt_console_again",
+        &admin.cookie,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        list.contains(&format!("data-inbox-id=\"{inbox_id}\"")),
+        "{list}"
+    );
+    let (_, page) = get(&app, &format!("/console/events/{inbox_id}"), &admin.cookie).await;
+    let action = page
+        .split("class=\"replay\" method=\"post\" action=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("a Send again form per delivery")
+        .to_owned();
+    assert!(page.contains("SENT"), "{page}");
+    let (status, answer) = post(
+        &app,
+        &action,
+        &admin.cookie,
+        &[("csrf", &admin.csrf), ("resend", "1")],
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert!(answer.contains("requeued 1 of 1 selected"), "{answer}");
+    crate::support::wait::eventually("the event is delivered again", || async {
+        receiver.received().len() == 2
+    })
+    .await;
+    let received = receiver.received();
+    assert_eq!(received[0].idempotency_key, inbox_id.to_string());
+    assert_eq!(received[1].idempotency_key, inbox_id.to_string());
+    let (action_logged,): (String,) = sqlx::query_as("SELECT action FROM operator_audit")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(action_logged, "deliveries replayed");
+    app.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_sign_in_whose_body_never_arrives_is_cut_at_the_body_deadline() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let app = TestApp::builder()
+        .with_admin()
+        .server_toml("body_timeout_ms = 300\n")
+        .start()
+        .await;
+    let addr = app.admin.trim_start_matches("http://").to_owned();
+    let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let head = format!(
+        "POST /console/signin HTTP/1.1\r\nHost: {addr}\r\n\
+         Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\ntoken="
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let started = std::time::Instant::now();
+    let mut answer = vec![0u8; 4096];
+    let n = tokio::time::timeout(std::time::Duration::from_secs(5), stream.read(&mut answer))
+        .await
+        .expect("an answer before the test gives up")
+        .unwrap();
+    let text = String::from_utf8_lossy(&answer[..n]);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(3));
+    app.shutdown().await;
+}

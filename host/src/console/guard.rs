@@ -101,13 +101,25 @@ fn to_sign_in() -> Response {
     Redirect::to("/console/signin").into_response()
 }
 
-/// Every POST carries the session's CSRF token in its form (`csrf`), read here, before any
-/// handler, within the body deadline and a small size.
-pub async fn posts_carry_csrf(
-    State(console): State<Console>,
-    request: Request,
-    next: Next,
-) -> Response {
+/// Every console body (sign-in and the forms) is read whole, within the body deadline and a
+/// small size, before any handler runs: a slow or endless body cannot hold the connection, or
+/// a pool connection behind it.
+pub async fn whole_form(State(console): State<Console>, request: Request, next: Next) -> Response {
+    let (parts, body) = request.into_parts();
+    let read = axum::body::to_bytes(body, MAX_FORM_BYTES);
+    match tokio::time::timeout(console.0.body_deadline, read).await {
+        Ok(Ok(bytes)) => {
+            next.run(Request::from_parts(parts, Body::from(bytes)))
+                .await
+        }
+        Ok(Err(_)) => ConsoleError::BadRequest("the form is too large".into()).into_response(),
+        Err(_) => ConsoleError::BodyTimeout.into_response(),
+    }
+}
+
+/// Every POST carries the session's CSRF token in its form (`csrf`), checked before any
+/// handler (the body is already whole: `whole_form` stands in front).
+pub async fn posts_carry_csrf(request: Request, next: Next) -> Response {
     if request.method() != Method::POST {
         return next.run(request).await;
     }
@@ -115,13 +127,8 @@ pub async fn posts_carry_csrf(
         return to_sign_in();
     };
     let (parts, body) = request.into_parts();
-    let read = axum::body::to_bytes(body, MAX_FORM_BYTES);
-    let bytes = match tokio::time::timeout(console.0.body_deadline, read).await {
-        Ok(Ok(bytes)) => bytes,
-        Ok(Err(_)) => {
-            return ConsoleError::BadRequest("the form is too large".into()).into_response();
-        }
-        Err(_) => return ConsoleError::BodyTimeout.into_response(),
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_FORM_BYTES).await else {
+        return ConsoleError::BadRequest("the form is too large".into()).into_response();
     };
     let fields: Vec<(String, String)> = serde_urlencoded::from_bytes(&bytes).unwrap_or_default();
     let presented = fields

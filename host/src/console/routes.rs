@@ -6,7 +6,7 @@ use axum::middleware::{from_fn, from_fn_with_state};
 use axum::response::Redirect;
 use axum::routing::{get, post};
 
-use super::guard::{admin_only, posts_carry_csrf, security_headers, signed_in};
+use super::guard::{admin_only, posts_carry_csrf, security_headers, signed_in, whole_form};
 use super::state::Console;
 use super::{adapters, assets, deliveries, endpoints, events, overview, signin};
 
@@ -31,7 +31,7 @@ impl Console {
             .route("/console/endpoints", get(endpoints::page))
             .route("/console/signout", post(signin::sign_out))
             .merge(admin)
-            .route_layer(from_fn_with_state(self.clone(), posts_carry_csrf))
+            .route_layer(from_fn(posts_carry_csrf))
             .route_layer(from_fn_with_state(self.clone(), signed_in));
         Router::new()
             .route(
@@ -41,6 +41,7 @@ impl Console {
             .route("/console/signin", get(signin::page).post(signin::sign_in))
             .route("/console/assets/console.css", get(assets::css))
             .merge(pages)
+            .layer(from_fn_with_state(self.clone(), whole_form))
             .layer(from_fn(security_headers))
             .with_state(self)
     }
