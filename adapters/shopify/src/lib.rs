@@ -2,9 +2,9 @@
 //! app's client secret used as its UTF-8 text (`raw`). Nothing but the body is signed: no
 //! timestamp, and none of the headers the event is read from.
 //!
-//! Events: id `X-Shopify-Event-Id`, the same on every retry of one event (not
-//! `X-Shopify-Webhook-Id`, which Shopify documents as the delivery's and which a resend may
-//! change); type `X-Shopify-Topic`; created-at `X-Shopify-Triggered-At` (RFC 3339). The body
+//! Events: id `X-Shopify-Event-Id`, Shopify's documented duplicate key ("the same value
+//! across more than one webhook indicates a duplicate"; `X-Shopify-Webhook-Id` is not used);
+//! type `X-Shopify-Topic`; created-at `X-Shopify-Triggered-At` (RFC 3339). The body
 //! is read only if it is JSON (a subscription may be XML): object `id` (the product, order,
 //! ... the topic names) and the object version from its `updated_at`, which is signed; without
 //! one, `X-Shopify-Triggered-At`, which is not. Replay protection is dedup alone, on an
