@@ -6,9 +6,11 @@
 //! across more than one webhook indicates a duplicate"; `X-Shopify-Webhook-Id` is not used);
 //! type `X-Shopify-Topic`; created-at `X-Shopify-Triggered-At` (RFC 3339). The body
 //! is read only if it is JSON (a subscription may be XML): object `id` (the product, order,
-//! ... the topic names) and the object version from its `updated_at`, which is signed; without
-//! one, `X-Shopify-Triggered-At`, which is not. Replay protection is dedup alone, on an
-//! unsigned id: a captured body replayed under a fresh `X-Shopify-Event-Id` is accepted again.
+//! ... the topic names) and the object version from its `updated_at`, which is signed. Never
+//! from `X-Shopify-Triggered-At`, which is not: a captured body replayed under a fresh id with
+//! a time far ahead would otherwise make every later version of its object stale. Replay
+//! protection is dedup alone, on an unsigned id: a captured body replayed under a fresh
+//! `X-Shopify-Event-Id` is accepted again.
 
 use wharf_adapter_sdk::*;
 
@@ -53,9 +55,9 @@ impl Adapter for Shopify {
             }
             None => (None, None),
         };
-        let version = (object.is_some())
-            .then(|| updated.or(triggered).map(ObjectVersion::CreatedAt))
-            .flatten();
+        let version = updated
+            .filter(|_| object.is_some())
+            .map(ObjectVersion::CreatedAt);
         Ok(event(id, topic)
             .object(object.as_deref())
             .version(version)
