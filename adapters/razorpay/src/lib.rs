@@ -4,8 +4,9 @@
 //!
 //! Events: id `x-razorpay-event-id` (Razorpay's documented dedup value, kept on retries; not
 //! signed, so a captured body replayed under a fresh id is accepted again), type `event`
-//! (`payment.captured`), object the `id` of the first entity the event `contains`
-//! (`payload.payment.entity.id`), created-at `created_at` (Unix seconds). No ordering:
+//! (`payment.captured`), object the `id` of the entity the event is named after
+//! (`payload.payment.entity.id`; `payload.order.entity.id` for `order.paid`), else of the first
+//! one `contains` lists; created-at `created_at` (Unix seconds). No ordering:
 //! Razorpay documents that events may arrive out of order and `created_at` is to the second.
 
 use wharf_adapter_sdk::*;
@@ -29,10 +30,14 @@ impl Adapter for Razorpay {
         let id = required_header(req, "x-razorpay-event-id")?;
         let body = parse_json(&req.body()).or_malformed("body is not JSON")?;
         let kind = required_str(&body, &["event"])?;
-        // `contains` names the entities under `payload`, the event's subject first.
-        let object = (at(&body, &["contains"]).and_then(Value::as_array))
-            .and_then(|entities| entities.first()?.as_str())
-            .and_then(|entity| str_at(&body, &["payload", entity, "entity", "id"]));
+        // The entity the event is named after (`order` of `order.paid`, which also carries its
+        // payment), else the first that `contains` lists.
+        let entity_id = |entity: &str| str_at(&body, &["payload", entity, "entity", "id"]);
+        let named = kind.split('.').next().and_then(entity_id);
+        let object = named.or_else(|| {
+            let contains = at(&body, &["contains"])?.as_array()?;
+            entity_id(contains.first()?.as_str()?)
+        });
         Ok(event(id, kind)
             .object(object)
             .created_at(i64_at(&body, &["created_at"]))
