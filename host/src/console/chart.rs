@@ -2,18 +2,21 @@
 
 use std::fmt::Write as _;
 
-const WIDTH: f64 = 240.0;
+/// At least this wide; a long series gets a pixel per value.
+const MIN_WIDTH: f64 = 240.0;
 const HEIGHT: f64 = 48.0;
 
 /// A bar chart of `values` (oldest first) with a title for screen readers and hover text.
 pub fn bars(title: &str, values: &[u64]) -> String {
     let max = values.iter().copied().max().unwrap_or(0).max(1) as f64;
     let n = values.len().max(1) as f64;
-    let step = WIDTH / n;
+    let width = MIN_WIDTH.max(n);
+    let step = width / n;
+    let bar = if step > 2.0 { step - 1.0 } else { step * 0.8 };
     let mut svg = format!(
-        "<svg class=\"chart\" role=\"img\" viewBox=\"0 0 {WIDTH} {HEIGHT}\" width=\"{WIDTH}\" \
+        "<svg class=\"chart\" role=\"img\" viewBox=\"0 0 {width} {HEIGHT}\" width=\"{width}\" \
          height=\"{HEIGHT}\" xmlns=\"http://www.w3.org/2000/svg\"><title>{}</title>\
-         <rect class=\"frame\" x=\"0\" y=\"0\" width=\"{WIDTH}\" height=\"{HEIGHT}\"></rect>",
+         <rect class=\"frame\" x=\"0\" y=\"0\" width=\"{width}\" height=\"{HEIGHT}\"></rect>",
         escape(title)
     );
     for (i, v) in values.iter().enumerate() {
@@ -23,7 +26,7 @@ pub fn bars(title: &str, values: &[u64]) -> String {
             "<rect class=\"bar\" x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{h:.1}\"><title>{v}</title></rect>",
             i as f64 * step,
             HEIGHT - h,
-            (step - 1.0).max(0.5),
+            bar,
         );
     }
     svg.push_str("</svg>");

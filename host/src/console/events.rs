@@ -94,12 +94,13 @@ pub async fn list(
     Query(query): Query<EventQuery>,
 ) -> Result<Response, ConsoleError> {
     let search = query.search()?;
-    let before = match some(&query.before) {
-        None => None,
-        Some(b) => Some(b.parse::<Uuid>().map_err(|_| {
-            ConsoleError::BadRequest(format!("before: {b:?} is not an inbox id"))
-        })?),
-    };
+    let before =
+        match some(&query.before) {
+            None => None,
+            Some(b) => Some(b.parse::<Uuid>().map_err(|_| {
+                ConsoleError::BadRequest(format!("before: {b:?} is not an inbox id"))
+            })?),
+        };
     let page = event_search::search(&console.0.pool, &search, before, PAGE).await?;
     let rows = page
         .events
@@ -200,11 +201,18 @@ fn event_page(
         (Some(start), Some(end)) => format!("bytes {start}..{end} of a batch's body"),
         _ => "the whole body".to_owned(),
     };
-    let marker = event.processed_marker.as_ref().map_or_else(String::new, |m| {
-        format!("{} at {}", m.outcome, when(m.processed_at))
-    });
+    let marker = event
+        .processed_marker
+        .as_ref()
+        .map_or_else(String::new, |m| {
+            format!("{} at {}", m.outcome, when(m.processed_at))
+        });
     EventPage {
-        chrome: Chrome::new(&signed.session, "events", format!("Event {}", event.event_type)),
+        chrome: Chrome::new(
+            &signed.session,
+            "events",
+            format!("Event {}", event.event_type),
+        ),
         inbox_id: event.inbox_id.to_string(),
         event_type: event.event_type.clone(),
         provider_event_id: event.provider_event_id.clone(),
@@ -219,15 +227,31 @@ fn event_page(
                 event.matched_secret_version.clone(),
             ),
             field("Received", "received-at", when(event.received_at)),
-            field("Signed creation time", "created-at", when_opt(event.provider_created_at)),
+            field(
+                "Signed creation time",
+                "created-at",
+                when_opt(event.provider_created_at),
+            ),
             field("Object", "object-id", or_empty(&event.object_id)),
-            field("Object version", "object-version", or_empty(&event.object_version)),
-            field("Payload SHA-256", "payload-sha256", event.payload_sha256.clone()),
+            field(
+                "Object version",
+                "object-version",
+                or_empty(&event.object_version),
+            ),
+            field(
+                "Payload SHA-256",
+                "payload-sha256",
+                event.payload_sha256.clone(),
+            ),
             field("Payload", "payload-span", span),
             field(
                 "Payload stored",
                 "payload-stored",
-                if event.payload_stored { "yes" } else { "no (retention removed it)" },
+                if event.payload_stored {
+                    "yes"
+                } else {
+                    "no (retention removed it)"
+                },
             ),
         ],
         processing: vec![

@@ -1,31 +1,47 @@
-//! The overview: per endpoint, what arrived in the last hour and day, the processing backlog
-//! and its oldest pending age, FAILED events, and deliveries pending or failed per target.
+//! The overview: per endpoint, the last hour and the last day (events stored and FAILED,
+//! requests accepted, duplicate and refused by code, acknowledgement p50 and p99), the
+//! processing backlog and its oldest age, deliveries pending and FAILED per target, and the
+//! day in 5-minute steps as charts. The numbers are `operator::overview`'s.
+
+use std::collections::BTreeSet;
 
 use askama::Template;
 use axum::extract::{Extension, State};
 use axum::response::Response;
-use sqlx::Row as _;
 
 use super::chart;
 use super::guard::Signed;
 use super::page::{Chrome, ConsoleError, html};
 use super::state::Console;
+use crate::operator::overview::{self, EndpointWindow};
+
+/// One window of one endpoint, as the table shows it.
+pub struct WindowCells {
+    pub events: i64,
+    pub failed_events: i64,
+    pub accepted: i64,
+    pub duplicate: i64,
+    pub refused: i64,
+    /// `invalid_signature 3, rate_limited 1`.
+    pub refused_by_code: String,
+    pub ack_p50: String,
+    pub ack_p99: String,
+}
 
 pub struct EndpointRow {
     pub id: String,
-    pub accepted_hour: u64,
-    pub accepted_day: u64,
+    pub hour: WindowCells,
+    pub day: WindowCells,
     pub backlog: i64,
     pub oldest_pending: String,
     pub failed: i64,
-    /// Accepted per hour over the last day, as SVG.
-    pub chart: String,
 }
 
 pub struct TargetRow {
     pub sink: String,
     pub target: String,
     pub pending: i64,
+    pub oldest_pending: String,
     pub failed: i64,
 }
 
@@ -33,8 +49,12 @@ pub struct TargetRow {
 #[template(path = "console/overview.html")]
 struct OverviewPage {
     chrome: Chrome,
+    at: String,
     endpoints: Vec<EndpointRow>,
     targets: Vec<TargetRow>,
+    accepted_chart: String,
+    refused_chart: String,
+    p99_chart: String,
 }
 
 fn age(secs: Option<f64>) -> String {
@@ -46,12 +66,37 @@ fn age(secs: Option<f64>) -> String {
     }
 }
 
+fn ms(v: Option<f64>) -> String {
+    v.map(|v| format!("{v:.1} ms")).unwrap_or_default()
+}
+
+fn cells(window: Option<&EndpointWindow>) -> WindowCells {
+    let w = window.cloned().unwrap_or_default();
+    WindowCells {
+        events: w.events,
+        failed_events: w.failed_events,
+        accepted: w.accepted,
+        duplicate: w.duplicate,
+        refused: w.rejected_total(),
+        refused_by_code: w
+            .rejected
+            .iter()
+            .map(|(code, n)| format!("{code} {n}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        ack_p50: ms(w.ack_p50_ms),
+        ack_p99: ms(w.ack_p99_ms),
+    }
+}
+
 pub async fn page(
     State(console): State<Console>,
     Extension(signed): Extension<Signed>,
 ) -> Result<Response, ConsoleError> {
-    let pool = &console.0.pool;
-    let ids: Vec<String> = console
+    let o = overview::overview(&console.0.pool).await?;
+    // Every configured endpoint, and any other the numbers name (one since removed, or the
+    // requests to unknown paths).
+    let mut ids: BTreeSet<String> = console
         .0
         .http
         .ingest
@@ -60,72 +105,51 @@ pub async fn page(
         .iter()
         .map(|e| e.id.clone())
         .collect();
-    // The last day's partitions only, by the time-ordered inbox id.
-    // The last day's partitions only, by the time-ordered inbox id, counted per hour ago.
-    let accepted = sqlx::query(
-        "SELECT endpoint_id,
-                least(floor(extract(epoch FROM now() - received_at) / 3600), 23)::int AS h,
-                count(*)
-         FROM webhook_inbox
-         WHERE inbox_id >= wharf_uuid_floor(now() - interval '1 day')
-         GROUP BY 1, 2",
-    )
-    .fetch_all(pool)
-    .await?;
-    let backlog = sqlx::query(
-        "SELECT endpoint_id, count(*), extract(epoch FROM now() - min(received_at))::float8
-         FROM webhook_inbox WHERE status IN ('PENDING', 'PROCESSING') GROUP BY endpoint_id",
-    )
-    .fetch_all(pool)
-    .await?;
-    let failed = sqlx::query(
-        "SELECT endpoint_id, count(*) FROM webhook_inbox WHERE status = 'FAILED'
-         GROUP BY endpoint_id",
-    )
-    .fetch_all(pool)
-    .await?;
-    let targets = sqlx::query(
-        "SELECT sink, target, count(*) FILTER (WHERE status = 'PENDING'),
-                count(*) FILTER (WHERE status = 'FAILED')
-         FROM deliveries WHERE status IN ('PENDING', 'FAILED')
-         GROUP BY sink, target ORDER BY sink, target",
-    )
-    .fetch_all(pool)
-    .await?;
-    let mut endpoints = Vec::new();
-    for id in ids {
-        let mut per_hour = vec![0u64; 24];
-        for r in accepted.iter().filter(|r| r.get::<String, _>(0) == id) {
-            let hours_ago = usize::try_from(r.get::<i32, _>(1).clamp(0, 23)).unwrap_or(0);
-            per_hour[23 - hours_ago] += u64::try_from(r.get::<i64, _>(2)).unwrap_or(0);
-        }
-        let pending = backlog.iter().find(|r| r.get::<String, _>(0) == id);
-        endpoints.push(EndpointRow {
-            accepted_hour: per_hour[23],
-            accepted_day: per_hour.iter().sum(),
-            backlog: pending.map_or(0, |r| r.get(1)),
-            oldest_pending: age(pending.and_then(|r| r.get(2))),
-            failed: failed
-                .iter()
-                .find(|r| r.get::<String, _>(0) == id)
-                .map_or(0, |r| r.get(1)),
-            chart: chart::bars(
-                &format!("{id}: accepted per hour, last 24 hours"),
-                &per_hour,
-            ),
-            id,
-        });
-    }
+    ids.extend(o.last_day.iter().map(|w| w.endpoint_id.clone()));
+    ids.extend(o.backlog.iter().map(|b| b.endpoint_id.clone()));
+    let endpoints = ids
+        .into_iter()
+        .map(|id| {
+            let backlog = o.backlog.iter().find(|b| b.endpoint_id == id);
+            EndpointRow {
+                hour: cells(o.last_hour.iter().find(|w| w.endpoint_id == id)),
+                day: cells(o.last_day.iter().find(|w| w.endpoint_id == id)),
+                backlog: backlog.map_or(0, |b| b.pending),
+                oldest_pending: age(backlog.and_then(|b| b.oldest_pending_secs)),
+                failed: backlog.map_or(0, |b| b.failed),
+                id,
+            }
+        })
+        .collect();
+    let series = |f: &dyn Fn(&overview::SeriesPoint) -> u64| -> Vec<u64> {
+        o.series.iter().map(f).collect()
+    };
+    let count = |n: i64| u64::try_from(n).unwrap_or(0);
     Ok(html(&OverviewPage {
         chrome: Chrome::new(&signed.session, "overview", "Overview"),
+        at: super::page::when(o.at),
+        accepted_chart: chart::bars(
+            "requests accepted per 5 minutes, last 24 hours",
+            &series(&|p| count(p.accepted)),
+        ),
+        refused_chart: chart::bars(
+            "requests refused per 5 minutes, last 24 hours",
+            &series(&|p| count(p.rejected)),
+        ),
+        p99_chart: chart::bars(
+            "acknowledgement p99 (ms) per 5 minutes, last 24 hours",
+            &series(&|p| p.ack_p99_ms.map_or(0, |v| v.round() as u64)),
+        ),
         endpoints,
-        targets: targets
+        targets: o
+            .deliveries
             .iter()
-            .map(|r| TargetRow {
-                sink: r.get(0),
-                target: r.get(1),
-                pending: r.get(2),
-                failed: r.get(3),
+            .map(|t| TargetRow {
+                sink: t.sink.clone(),
+                target: t.target.clone(),
+                pending: t.pending,
+                oldest_pending: age(t.oldest_pending_secs),
+                failed: t.failed,
             })
             .collect(),
     }))
