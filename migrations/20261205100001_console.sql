@@ -14,12 +14,6 @@ CREATE INDEX webhook_inbox_by_type ON webhook_inbox (event_type text_pattern_ops
 CREATE INDEX webhook_inbox_by_event_id ON webhook_inbox (provider_event_id, inbox_id);
 CREATE INDEX webhook_inbox_by_object ON webhook_inbox (object_id, inbox_id)
     WHERE object_id IS NOT NULL;
--- An endpoint's FAILED events, newest first, and the overview's FAILED counts, without reading
--- rows: a failure is rare, so this index costs acceptance nothing (a new row is PENDING).
-CREATE INDEX webhook_inbox_failed ON webhook_inbox (endpoint_id, inbox_id) WHERE status = 'FAILED';
-
--- The deliveries page lists a target's deliveries in their order (created_at, delivery_id).
-CREATE INDEX deliveries_by_target ON deliveries (target, created_at, delivery_id);
 
 -- Requests answered by the public route, per minute, endpoint and outcome, added up by every
 -- receiver (host/src/ingest/stats.rs flushes its counters every 10 s as an upsert that adds).
