@@ -36,6 +36,9 @@ pub mod retention;
 /// Public and admin routes.
 pub mod http;
 
+/// The operator console: web pages on the admin listener.
+pub mod console;
+
 /// The composition root: a receiver (`Server`) or processing alone (`ProcessingHost`).
 pub mod server;
 

@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::adapter::{Sandbox, SandboxLimits};
 use crate::config::{self, Config, LiveRoutes};
+use crate::console::{Console, ConsoleParts};
 use crate::http::{
     AdminApi, BodyBudget, CertStore, ConnLimits, HttpState, Listener, TrustedProxies, admin_router,
     processing_admin_router, public_router, serve_on,
@@ -105,6 +106,7 @@ impl Server {
             Arc::clone(&metrics),
         );
         let retention_clock = Arc::clone(&options.clock);
+        let console_clock = Arc::clone(&options.clock);
         retention.logged_pass(retention_clock.now()).await;
         let secrets = SecretStore::open(&config.secrets.file)?;
         if let Ok(current) = &*secrets.current() {
@@ -172,12 +174,17 @@ impl Server {
         );
         let config = Arc::new(config);
         let processing = Arc::new(
-            Processing::new(Arc::clone(&config), metrics, ingest.signals(), payload_keys)?
-                .with_endpoints(ingest.endpoints())
-                .with_routes(routes)
-                .with_signing(Arc::clone(&secrets) as Arc<dyn KeySource>, options.clock)
-                .with_traces(traces.clone())
-                .with_handoff(handoff),
+            Processing::new(
+                Arc::clone(&config),
+                metrics,
+                ingest.signals(),
+                Arc::clone(&payload_keys),
+            )?
+            .with_endpoints(ingest.endpoints())
+            .with_routes(routes)
+            .with_signing(Arc::clone(&secrets) as Arc<dyn KeySource>, options.clock)
+            .with_traces(traces.clone())
+            .with_handoff(handoff),
         );
         let state = HttpState {
             ingest: Arc::clone(&ingest),
@@ -229,11 +236,41 @@ impl Server {
             &mut tasks,
         )
         .await?;
-        // Always plain HTTP: bind it to localhost or a private network.
+        // Plain HTTP unless `[server.admin_tls]`: bind it to localhost or a private network.
         let admin_addr = match config.server.admin_listen {
             Some(admin) => {
-                let router = admin_router(state, admin_api);
-                let listener = Listener::plain(limits, proxies, Arc::clone(&processing.metrics));
+                let admin_certs = match &config.server.admin_tls {
+                    Some(files) => {
+                        let certs = CertStore::open(files, Arc::clone(&processing.metrics)).await?;
+                        let cert_watcher = certs.watch(cancel.clone())?;
+                        tasks.spawn(async move { cert_watcher.await.map_err(Into::into) });
+                        Some(certs.acceptor()?)
+                    }
+                    None => None,
+                };
+                let console = match &admin_api {
+                    Some(api) => Some(
+                        Console::new(ConsoleParts {
+                            config: Arc::clone(&config),
+                            api: api.clone(),
+                            secrets: Arc::clone(&secrets),
+                            clock: Arc::clone(&console_clock),
+                            http: state.clone(),
+                            payload_keys: Arc::clone(&payload_keys),
+                            tls: admin_certs.is_some(),
+                            public_base: format!(
+                                "{}://{addr}",
+                                if certs.is_some() { "https" } else { "http" }
+                            ),
+                        })?
+                        .router(),
+                    ),
+                    None => None,
+                };
+                let router = admin_router(state, admin_api, console);
+                let mut listener =
+                    Listener::plain(limits, proxies, Arc::clone(&processing.metrics));
+                listener.tls = admin_certs;
                 Some(serve_on(admin, router, listener, &cancel, &mut tasks).await?)
             }
             None => None,

@@ -157,3 +157,95 @@ async fn database_causes_in_request_lines_are_redacted() {
     assert_eq!(line["cause"], "database error P0001", "{line}");
     assert!(!text.contains("refusing"), "{text}");
 }
+
+/// The console's sign-ins, right and wrong, its reveal and sign-out are logged (with the
+/// role and token version) and never with a token, a session cookie or the payload.
+#[tokio::test]
+async fn console_sign_ins_are_logged_without_tokens_cookies_or_payloads() {
+    let written = TestApp::builder().with_viewer().write_config().await;
+    let log = written.dir.path().join("wharf.log");
+    let server = ServeProcess::start(&written.config_path, Some(&log)).await;
+    let admin = server.admin.clone().expect("an admin listener");
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let marker = "CONSOLE-PAYLOAD-MARKER-91c2";
+    let body = stripe_event("evt_console_logged").replace("pi_123", marker);
+    let header = stripe_header(STRIPE_SECRET, now(), body.as_bytes());
+    let answer = post(
+        &client,
+        &server.base,
+        "stripe",
+        &[("stripe-signature", &header)],
+        body.into_bytes(),
+    )
+    .await;
+    assert_eq!(answer.code(), "accepted");
+    let inbox_id = answer.json["inbox_id"].as_str().unwrap().to_owned();
+    let wrong = "wrong-console-token-4d1e0c9b8a7f6e5d4c3b2a19";
+    let sign_in = async |token: &str| {
+        client
+            .post(format!("{admin}/console/signin"))
+            .form(&[("token", token)])
+            .send()
+            .await
+            .unwrap()
+    };
+    assert_eq!(sign_in(wrong).await.status(), 401);
+    assert_eq!(sign_in(TEST_VIEWER_TOKEN).await.status(), 303);
+    let signed = sign_in(TEST_ADMIN_TOKEN).await;
+    let cookie = signed.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    let page = client
+        .get(format!("{admin}/console/events/{inbox_id}"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let csrf = page
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .unwrap()
+        .split('"')
+        .next()
+        .unwrap();
+    let revealed = client
+        .post(format!("{admin}/console/events/{inbox_id}/reveal"))
+        .header("cookie", &cookie)
+        .form(&[("csrf", csrf)])
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(revealed.contains(marker), "the admin sees the payload");
+    assert!(server.stop().await.success());
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.contains("console sign-in refused: wrong token"),
+        "{text}"
+    );
+    assert!(text.contains("console: signed in"), "{text}");
+    assert!(text.contains("payload read in the console"), "{text}");
+    let session = cookie.split('=').nth(1).unwrap();
+    for secret in [
+        wrong,
+        TEST_ADMIN_TOKEN,
+        TEST_VIEWER_TOKEN,
+        session,
+        csrf,
+        marker,
+    ] {
+        assert!(!text.contains(secret), "the log contains {secret:?}");
+    }
+}

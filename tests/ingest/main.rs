@@ -9,6 +9,7 @@ mod bounds;
 mod cli;
 mod concurrency;
 mod config_check;
+mod console_http;
 mod contract;
 mod dist;
 mod fixtures;

@@ -568,3 +568,41 @@ async fn forwarded_client_headers_are_believed_only_from_trusted_proxies() {
         );
     }
 }
+
+#[tokio::test]
+async fn the_console_is_served_over_https_on_the_admin_listener_with_a_secure_cookie() {
+    let ca = TestCa::new();
+    let files = PairFiles::new(&ca.leaf("admin", 30));
+    let app = TestApp::builder()
+        .tls(&files.cert, &files.key)
+        .with_admin()
+        .server_toml(&format!(
+            "admin_tls = {{ cert_file = {:?}, key_file = {:?} }}\n",
+            files.cert, files.key
+        ))
+        .start()
+        .await;
+    let admin = app.admin.replacen("http://", "https://", 1);
+    let client = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(ca.pem.as_bytes()).unwrap())
+        .tls_built_in_root_certs(false)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let signed_in = client
+        .post(format!("{admin}/console/signin"))
+        .form(&[("token", crate::support::app::TEST_ADMIN_TOKEN)])
+        .send()
+        .await
+        .expect("HTTPS on the admin listener");
+    assert_eq!(signed_in.status(), 303);
+    let cookie = signed_in.headers()["set-cookie"].to_str().unwrap();
+    assert!(cookie.contains("; Secure"), "{cookie}");
+    // Plain HTTP to it gets no HTTP answer.
+    let plain = reqwest::Client::new()
+        .get(format!("{}/healthz", app.admin))
+        .send()
+        .await;
+    assert!(plain.is_err(), "{plain:?}");
+    app.shutdown().await;
+}

@@ -631,3 +631,48 @@ async fn a_token_set_that_cannot_authenticate_stops_the_start() {
         );
     }
 }
+
+#[tokio::test]
+async fn each_attempt_that_fails_is_kept_with_its_status_code_and_a_sent_one_adds_no_row() {
+    let receiver = Receiver::start(Behaviour::fails_once()).await;
+    let app = TestApp::builder()
+        .workers(2)
+        .append_toml(&route("stripe", &receiver.url, "max_attempts = 1"))
+        .start()
+        .await;
+    post_stripe(&app, "evt_attempt_history").await;
+    app.wait_count("deliveries", "status = 'FAILED'", 1).await;
+    let (code, attempt, outcome, diagnostic): (Option<i16>, i32, String, Option<String>) = one_row(
+        &app.db,
+        "SELECT status_code, attempt, outcome, diagnostic FROM delivery_attempts",
+    )
+    .await;
+    assert_eq!(
+        (code, attempt, outcome.as_str(), diagnostic.as_deref()),
+        (Some(500), 1, "failed", Some("answered HTTP 500"))
+    );
+    let config = app.config.config_path.clone();
+    deliveries(&config, &["replay", "--status", "failed"]);
+    app.wait_count("deliveries", "status = 'SENT'", 1).await;
+    let (last, error): (Option<i16>, Option<String>) = one_row(
+        &app.db,
+        "SELECT last_status_code, last_error FROM deliveries",
+    )
+    .await;
+    assert_eq!((last, error), (Some(200), None));
+    assert_eq!(
+        app.count("delivery_attempts").await,
+        1,
+        "a success adds no row"
+    );
+    let delivery_id: String = sqlx::query_scalar("SELECT delivery_id::text FROM deliveries")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    let shown: Value =
+        serde_json::from_str(&deliveries(&config, &["show", &delivery_id]).0).unwrap();
+    assert_eq!(shown["last_status_code"], 200, "{shown}");
+    assert_eq!(shown["failed_attempts"][0]["status_code"], 500, "{shown}");
+    assert_eq!(shown["failed_attempts"][0]["outcome"], "failed", "{shown}");
+    app.shutdown().await;
+}

@@ -119,6 +119,7 @@ fn events_dropped(pass: &wharf::retention::Pass) -> Vec<String> {
 fn event_tables(day: &str) -> Vec<String> {
     [
         "deliveries",
+        "delivery_attempts",
         "processed_events",
         "webhook_inbox",
         "webhook_outbox",

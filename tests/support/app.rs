@@ -78,6 +78,11 @@ pub const TEST_ADMIN_TOKEN: &str = "test-admin-token-0123456789abcdef0123456789"
 /// The secret set that holds it.
 pub const TEST_ADMIN_SET: &str = "wharf-admin";
 
+/// The console's viewer token in tests that turn the viewer role on (`.with_viewer()`).
+pub const TEST_VIEWER_TOKEN: &str = "test-viewer-token-0123456789abcdef0123456789";
+/// The secret set that holds it.
+pub const TEST_VIEWER_SET: &str = "console_viewer";
+
 /// A client that sends `Authorization: Bearer TEST_ADMIN_TOKEN` on every request.
 pub fn admin_client() -> reqwest::Client {
     let mut value = reqwest::header::HeaderValue::try_from(format!("Bearer {TEST_ADMIN_TOKEN}"))
@@ -130,6 +135,8 @@ pub struct TestAppBuilder {
     /// The admin API's token (set `TEST_ADMIN_SET`, appended to the secrets file); none: the
     /// admin listener serves health, readiness and metrics only.
     admin_token: Option<String>,
+    /// The console's viewer token (set `TEST_VIEWER_SET`); needs the admin token.
+    viewer_token: Option<String>,
 }
 
 impl TestAppBuilder {
@@ -147,6 +154,11 @@ impl TestAppBuilder {
     /// Turns the admin API on with [`TEST_ADMIN_TOKEN`].
     pub fn with_admin(self) -> Self {
         self.admin_token(TEST_ADMIN_TOKEN)
+    }
+    /// The admin API and the console's viewer role, with [`TEST_VIEWER_TOKEN`].
+    pub fn with_viewer(mut self) -> Self {
+        self.viewer_token = Some(TEST_VIEWER_TOKEN.to_owned());
+        self.with_admin()
     }
     /// Replaces the secrets file's text.
     pub fn secrets_file(mut self, text: impl Into<String>) -> Self {
@@ -253,6 +265,12 @@ impl TestAppBuilder {
                 "\n[[{TEST_ADMIN_SET}]]\nversion = \"1\"\nvalue = \"{token}\"\n"
             ));
             admin = format!("admin_token_secret = \"{TEST_ADMIN_SET}\"\n");
+        }
+        if let Some(token) = &self.viewer_token {
+            secrets_text.push_str(&format!(
+                "\n[[{TEST_VIEWER_SET}]]\nversion = \"1\"\nvalue = \"{token}\"\n"
+            ));
+            admin.push_str(&format!("viewer_token_secret = \"{TEST_VIEWER_SET}\"\n"));
         }
         std::fs::write(&secrets, secrets_text).unwrap();
         std::fs::write(dir.path().join("payload-keys.toml"), &self.payload_keys).unwrap();
@@ -403,6 +421,7 @@ impl TestApp {
             payloads_extra: String::new(),
             tls: None,
             admin_token: None,
+            viewer_token: None,
         }
     }
 

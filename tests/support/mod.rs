@@ -2,6 +2,7 @@
 //!
 //! - [`app`]: a Wharf server under test, in process: `TestApp::builder()`, then
 //!   `.write_config()` or `.start()`.
+//! - [`browser`]: headless Chromium driven over WebDriver, for the console tests.
 //! - [`database`]: a fresh Postgres database per test, and queries for assertions
 //!   (`execute`, `one_row`, `all_rows`, `holding`).
 //! - [`files`]: the repository's files (built adapters, vectors) and file operations.
@@ -27,6 +28,7 @@
 #![allow(dead_code)]
 
 pub mod app;
+pub mod browser;
 pub mod collector;
 pub mod database;
 pub mod files;

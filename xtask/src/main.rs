@@ -11,6 +11,7 @@ use std::process::{Command, ExitCode};
 use std::thread;
 use std::time::{Duration, Instant};
 
+mod chromium;
 mod dist;
 
 const USAGE: &str = "\
@@ -20,7 +21,8 @@ commands:
   adapters        build every adapter component into adapters/dist/<name>.wasm, its fixtures
                   into adapters/dist/<name>.fixtures/ (test-only ones under adapters/dist/testing/)
   test [args...]  build the adapters, test the adapter SDK, make sure Postgres (and, best
-                  effort, NATS) are running, then `cargo test --workspace [args...]`
+                  effort, NATS) are running and Chromium with its driver installed (apt-get,
+                  as root, when missing), then `cargo test --workspace [args...]`
   dev [args...]   build the adapters, make sure PostgreSQL is installed, then
                   `cargo run -p wharf -- dev [args...]`
   bench [args...] build the adapters and `wharf` (release; debug with --smoke), make sure
@@ -242,6 +244,7 @@ fn test(args: &[OsString]) -> Result<ExitCode> {
         }
     };
     ensure_nats()?;
+    chromium::ensure_chromium()?;
 
     let mut command = cargo();
     command

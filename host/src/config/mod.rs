@@ -155,7 +155,10 @@ impl Config {
         if let Some(file) = config.payloads.key_file.as_mut() {
             resolve(file);
         }
-        if let Some(tls) = config.server.tls.as_mut() {
+        for tls in [&mut config.server.tls, &mut config.server.admin_tls]
+            .into_iter()
+            .flatten()
+        {
             resolve(&mut tls.cert_file);
             resolve(&mut tls.key_file);
         }

@@ -29,6 +29,16 @@ section! {
         /// Longest any admin API statement runs (lists, counts, replays): past it the request
         /// is 503 `database_unavailable` and the connection goes back to the API's pool.
         pub admin_statement_timeout_ms: u64 = 10_000; 100..=600_000,
+        /// The secret set whose unexpired `value`s sign in to the console (`/console/`) as
+        /// viewers: everything but payload bodies, and no replay. Needs `admin_token_secret`.
+        pub viewer_token_secret: Option<String>,
+        /// How long a console session lasts after sign-in (it ends sooner when its token
+        /// version expires or is removed from the secrets file).
+        pub console_session_minutes: u64 = 480; 5..=10_080,
+        /// HTTPS on `admin_listen` from these PEM files (the ingest pair may be named again),
+        /// reloaded when they change: the console shows decrypted data. Without it the admin
+        /// listener is plain HTTP: bind it to localhost or a private network.
+        pub admin_tls: Option<TlsConfig>,
         pub max_body_bytes: u64 = DEFAULT_MAX_BODY_BYTES; 1..=MAX_BODY_BYTES,
         /// At most this many header lines (431 past it).
         pub max_headers: usize = 64; 1..=1024,
@@ -163,6 +173,26 @@ impl ServerConfig {
                 || "[server] admin_token_secret must name a secret set".into(),
             );
         }
+        if let Some(set) = &self.viewer_token_secret {
+            p.ensure(
+                !set.is_empty() && self.admin_token_secret.is_some(),
+                KeyPath::section("server", "viewer_token_secret"),
+                || {
+                    "[server] viewer_token_secret must name a secret set, beside \
+                     admin_token_secret (the console exists only with an admin token)"
+                        .into()
+                },
+            );
+            p.ensure(
+                self.admin_token_secret.as_ref() != Some(set),
+                KeyPath::section("server", "viewer_token_secret"),
+                || {
+                    "[server] viewer_token_secret names the admin token set: a viewer would be \
+                     an admin"
+                        .into()
+                },
+            );
+        }
         let proxies = self.trusted_proxies().err();
         p.ensure(
             proxies.is_none(),
@@ -244,6 +274,22 @@ mod tests {
         assert!(both.contains("both"), "{both}");
         let unknown = load(&format!("[server]\n{tls}ca_file = \"x\"\n")).unwrap_err();
         assert!(unknown.to_string().contains("ca_file"), "{unknown}");
+    }
+
+    #[test]
+    fn the_viewer_set_stands_beside_the_admin_set() {
+        let with = |lines: &str| {
+            config_with("server", lines)
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        };
+        assert!(with("admin_token_secret = \"a\"\nviewer_token_secret = \"v\"\n").is_ok());
+        let alone = with("viewer_token_secret = \"v\"\n").unwrap_err();
+        assert!(alone.contains("beside admin_token_secret"), "{alone}");
+        let same = with("admin_token_secret = \"a\"\nviewer_token_secret = \"a\"\n").unwrap_err();
+        assert!(same.contains("a viewer would be an admin"), "{same}");
+        let short = with("console_session_minutes = 1\n").unwrap_err();
+        assert!(short.contains("console_session_minutes"), "{short}");
     }
 
     #[test]

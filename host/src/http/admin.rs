@@ -18,7 +18,8 @@ use crate::support::metrics::Metrics;
 /// The OpenMetrics text that `Metrics::render` writes (typed counters, `_total`, `# EOF`).
 pub const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-pub fn admin_router(state: HttpState, api: Option<AdminApi>) -> Router {
+/// `console` (its own routes and guards, under `/console/`) joins the listener when given.
+pub fn admin_router(state: HttpState, api: Option<AdminApi>, console: Option<Router>) -> Router {
     let open = Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(ready))
@@ -30,7 +31,12 @@ pub fn admin_router(state: HttpState, api: Option<AdminApi>) -> Router {
     let adapters = Router::new()
         .route("/admin/adapters", get(adapter_status))
         .with_state(state);
-    open.merge(api.protect(adapters)).fallback(not_found)
+    let routes = open.merge(api.protect(adapters));
+    match console {
+        Some(console) => routes.merge(console),
+        None => routes,
+    }
+    .fallback(not_found)
 }
 
 /// Every adapter file and what became of it (`wharf adapter status` reads this).

@@ -34,7 +34,8 @@ use super::client::ClientInfo;
 use crate::adapter::KeyEncoding;
 use crate::config::Config;
 use crate::ingest::{
-    HostSecretError, HostSecretUse, KeyEncodings, KeySource, host_secret_values, redact_db,
+    HostSecretError, HostSecretUse, KeyEncodings, KeySource, TrustedKey, host_secret_values,
+    redact_db,
 };
 use crate::operator::audit::{self, Actor};
 use crate::operator::deliveries::{self, ReplayRequest};
@@ -86,6 +87,19 @@ pub fn admin_tokens(
     set: &str,
     now: OffsetDateTime,
 ) -> Result<Vec<Vec<u8>>, AdminTokenError> {
+    Ok(token_versions(source, set, now)?
+        .into_iter()
+        .map(|k| k.key)
+        .collect())
+}
+
+/// The set's unexpired tokens at `now` with the version each comes from (a console session
+/// remembers its version, and ends when that version does).
+pub fn token_versions(
+    source: &dyn KeySource,
+    set: &str,
+    now: OffsetDateTime,
+) -> Result<Vec<TrustedKey>, AdminTokenError> {
     let keys = host_secret_values(
         source,
         set,
@@ -108,7 +122,7 @@ pub fn admin_tokens(
             });
         }
     }
-    Ok(keys.into_iter().map(|k| k.key).collect())
+    Ok(keys)
 }
 
 /// The token a client sends: the set's newest unexpired version (`wharf adapter status`).
@@ -169,6 +183,11 @@ impl AdminApi {
             clock,
             body_deadline: config.server.body_timeout(),
         }))
+    }
+
+    /// The API's pool: the console's queries share it (and its statement timeout).
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
     }
 
     /// `routes` (this listener's own admin routes) and the API's, all behind the token.

@@ -22,6 +22,7 @@ mod tls;
 pub use admin::{METRICS_CONTENT_TYPE, admin_router, processing_admin_router};
 pub use admin_api::{
     AdminApi, AdminTokenError, MIN_TOKEN_BYTES, UnusableTokens, admin_tokens, client_token,
+    token_versions,
 };
 pub use body_budget::BodyBudget;
 pub use client::{ClientInfo, TrustedProxies};

@@ -45,7 +45,7 @@ pub use rows::{Acceptance, NewEvent, StoreError, StoredVersion, Submission, reda
 pub use secrets::{
     HostSecretError, HostSecretUse, InvalidSecrets, KeyEncodings, KeySet, KeySource, PublicKey,
     SECRETS_QUIET, SecretStore, Secrets, SecretsError, SecretsFileError, TrustedKey,
-    TrustedPublicKey, decode_key, decode_public_key, host_secret_values,
+    TrustedPublicKey, VersionInfo, decode_key, decode_public_key, host_secret_values,
 };
 pub use stats::{
     BUCKET_BOUNDS_MS, BUCKETS, FLUSH_EVERY, IngestStats, UNKNOWN_ENDPOINT, bucket_of, quantile_ms,

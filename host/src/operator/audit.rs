@@ -19,6 +19,12 @@ pub enum Actor {
     AdminApi {
         client: Option<std::net::IpAddr>,
     },
+    /// A console session: its role and the token version it signed in with.
+    Console {
+        role: &'static str,
+        version: String,
+        client: Option<std::net::IpAddr>,
+    },
 }
 
 impl Actor {
@@ -37,6 +43,14 @@ impl Actor {
             Self::Process { uid, user } => format!("uid {uid} ({user})"),
             Self::AdminApi { client: Some(ip) } => format!("admin-api {ip}"),
             Self::AdminApi { client: None } => "admin-api".to_owned(),
+            Self::Console {
+                role,
+                version,
+                client,
+            } => {
+                let from = client.map(|ip| format!(" {ip}")).unwrap_or_default();
+                format!("console {role} (token version {version}){from}")
+            }
         }
     }
 }

@@ -102,6 +102,9 @@ pub struct Summary {
     pub attempt_count: i32,
     pub max_attempts: i32,
     pub last_error: Option<String>,
+    /// The HTTP status the last attempt answered, when it got one.
+    #[serde(default)]
+    pub last_status_code: Option<i16>,
     #[serde(with = "time::serde::rfc3339")]
     pub created_at: OffsetDateTime,
     #[serde(with = "time::serde::rfc3339::option")]
@@ -109,7 +112,8 @@ pub struct Summary {
 }
 
 const SUMMARY_COLUMNS: &str = "SELECT d.delivery_id, d.inbox_id, i.endpoint_id, d.sink, d.target, \
-     d.status, d.attempt_count, d.max_attempts, d.last_error, d.created_at, d.sent_at \
+     d.status, d.attempt_count, d.max_attempts, d.last_error, d.last_status_code, d.created_at, \
+     d.sent_at \
      FROM deliveries d JOIN webhook_inbox i ON i.inbox_id = d.inbox_id";
 
 /// One page of a list, and how much it leaves out.
@@ -194,21 +198,29 @@ async fn count<'c>(
     Ok(q.build_query_scalar().fetch_one(db).await?)
 }
 
-/// One delivery in full, with a summary of its event (never the payload), as JSON.
+/// One delivery in full, with a summary of its event (never the payload) and the attempts
+/// that did not succeed (oldest first), as JSON.
 pub async fn show(
     pool: &PgPool,
     delivery_id: Uuid,
 ) -> Result<Option<serde_json::Value>, OperatorError> {
     Ok(sqlx::query_scalar(
-        "SELECT to_jsonb(d) || jsonb_build_object('event', to_jsonb(e)) FROM
+        "SELECT to_jsonb(d) || jsonb_build_object('event', to_jsonb(e), 'failed_attempts',
+                    coalesce(a.attempts, '[]'::jsonb)) FROM
              (SELECT delivery_id, inbox_id, sink, target, status, attempt_count, max_attempts,
-                     next_attempt_at, claim_id IS NOT NULL AS claimed, last_error, created_at,
-                     sent_at
+                     next_attempt_at, claim_id IS NOT NULL AS claimed, last_error,
+                     last_status_code, created_at, sent_at
               FROM deliveries WHERE delivery_id = $1) d
          JOIN LATERAL
              (SELECT inbox_id, provider, endpoint_id, provider_event_id, event_type, object_id,
                      received_at, status, outcome, processed_at
-              FROM webhook_inbox WHERE inbox_id = d.inbox_id) e ON true",
+              FROM webhook_inbox WHERE inbox_id = d.inbox_id) e ON true
+         LEFT JOIN LATERAL
+             (SELECT jsonb_agg(jsonb_build_object('attempt', attempt, 'at', at,
+                         'outcome', outcome, 'status_code', status_code,
+                         'diagnostic', diagnostic) ORDER BY at) AS attempts
+              FROM delivery_attempts
+              WHERE inbox_id = d.inbox_id AND delivery_id = d.delivery_id) a ON true",
     )
     .bind(delivery_id)
     .fetch_optional(pool)
@@ -353,7 +365,7 @@ pub async fn replay(pool: &PgPool, request: &ReplayRequest) -> Result<Replayed, 
         sqlx::query(
             "UPDATE deliveries
              SET status = 'PENDING', attempt_count = 0, next_attempt_at = now(), claim_id = NULL,
-                 sent_at = NULL, last_error = NULL
+                 sent_at = NULL, last_error = NULL, last_status_code = NULL
              WHERE delivery_id = ANY($1)",
         )
         .bind(&requeue)

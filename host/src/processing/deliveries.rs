@@ -37,12 +37,11 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::context::{MIN_IDLE, Processing, wait_for_work};
+use super::delivery_marks::{Mark, record};
 use super::payloads::{LINK_COLUMNS, LinkRow, PayloadError, StoredPayload, event_bytes};
 use super::signing;
 use crate::config::{RouteConfig, SinkKind};
 use crate::ingest::Redacted;
-use crate::ingest::redact_db;
-use crate::support::columns::column;
 use crate::support::failpoint;
 use crate::support::shown::safe_url;
 use crate::support::traces::{KeyValue, SpanKind};
@@ -56,17 +55,6 @@ const CLAIM_AT_LEAST: usize = IN_FLIGHT / 4;
 const MARK_BATCH: usize = 256;
 /// A claimed delivery is hidden from other relays for its timeout plus this margin.
 const LEASE_MARGIN: Duration = Duration::from_secs(5);
-
-/// The result of one attempt, to record if the claim is still ours.
-struct Mark {
-    delivery_id: Uuid,
-    /// With the id, it names the row's partition.
-    inbox_id: Uuid,
-    claim_id: Uuid,
-    status: &'static str,
-    error: Option<String>,
-    delay: Duration,
-}
 
 struct Claimed {
     delivery_id: Uuid,
@@ -369,7 +357,8 @@ impl DeliveryRelay {
             ],
         );
         let trace = span.as_ref().map(|s| (s.traceparent(), s.tracestate()));
-        let send = AssertUnwindSafe(self.send(&d, trace.as_ref())).catch_unwind();
+        let mut code = None;
+        let send = AssertUnwindSafe(self.send(&d, trace.as_ref(), &mut code)).catch_unwind();
         let result = tokio::select! {
             r = send => r.unwrap_or_else(|_| Err(Failure::Transient("the send panicked".into()))),
             _ = cancel.cancelled() => {
@@ -419,13 +408,21 @@ impl DeliveryRelay {
             delivery_id: d.delivery_id,
             inbox_id: d.inbox_id,
             claim_id: d.claim_id,
+            attempt: d.attempt,
             status,
+            status_code: code.and_then(|c| i16::try_from(c).ok()),
             error,
             delay,
         })
     }
 
-    async fn send(&self, d: &Claimed, trace: Option<&TraceHeaders>) -> Result<(), Failure> {
+    /// One attempt; `code` gets the HTTP answer's status, when there is one.
+    async fn send(
+        &self,
+        d: &Claimed,
+        trace: Option<&TraceHeaders>,
+        code: &mut Option<u16>,
+    ) -> Result<(), Failure> {
         if self.route_for(&d.sink, &d.target).is_none()
             && !self.processing.config.worker.deliver_to_unrouted_targets
         {
@@ -476,6 +473,7 @@ impl DeliveryRelay {
                     })
                 })?;
                 let status = response.status();
+                *code = Some(status.as_u16());
                 if status.is_success() {
                     Ok(())
                 } else if status.is_redirection() {
@@ -515,38 +513,8 @@ impl DeliveryRelay {
         }
     }
 
-    /// Records attempts' results, each only if its claim is still ours, in one statement.
     async fn mark(&self, marks: &[Mark]) {
-        if marks.is_empty() {
-            return;
-        }
-        // `delivery_id = ANY($1)` lets the plan probe the marked rows by key; joined to the
-        // list alone, a generic plan could hash-join it to a scan of the partition.
-        let result = sqlx::query(
-            "UPDATE deliveries AS d
-             SET status = m.status, last_error = m.error, claim_id = NULL,
-                 sent_at = CASE WHEN m.status = 'SENT' THEN now() END,
-                 next_attempt_at = now() + make_interval(secs => m.delay)
-             FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::float8[],
-                         $6::uuid[])
-                  AS m(delivery_id, claim_id, status, error, delay, inbox_id)
-             WHERE d.delivery_id = ANY ($1) AND d.delivery_id = m.delivery_id
-               AND d.inbox_id = m.inbox_id AND d.claim_id = m.claim_id
-               AND d.status = 'PENDING'",
-        )
-        .bind(column(marks, |m| m.delivery_id))
-        .bind(column(marks, |m| m.claim_id))
-        .bind(column(marks, |m| m.status))
-        .bind(column(marks, |m| m.error.as_deref()))
-        .bind(column(marks, |m| m.delay.as_secs_f64()))
-        .bind(column(marks, |m| m.inbox_id))
-        .execute(&self.processing.pool)
-        .await;
-        if let Err(e) = result {
-            // The claims expire and the deliveries are attempted again.
-            tracing::warn!(deliveries = marks.len(), error = %redact_db(&e),
-                "recording delivery attempts failed");
-        }
+        record(&self.processing.pool, marks).await;
     }
 
     /// Gives back a claim interrupted by shutdown: the attempt is not counted, and the claim

@@ -7,6 +7,7 @@
 //! - `document`: whether an event's bytes can be the projection's `jsonb` document
 //! - `outbox`: the relay that publishes accepted-event notices
 //! - `deliveries`: the relay that sends deliveries to `http` and `nats` sinks
+//! - `delivery_marks`: each attempt's result recorded, with a history row for each failure
 //! - `signing`: Standard Webhooks signatures on HTTP deliveries
 //! - `reconcile`: the periodic audit that requeues what went missing
 //! - `nats`: the one lazy JetStream connection
@@ -14,6 +15,7 @@
 
 mod context;
 mod deliveries;
+mod delivery_marks;
 mod document;
 mod nats;
 mod outbox;

@@ -53,7 +53,13 @@ struct Table {
 }
 
 /// In drop order: rows that refer to an event go before it.
-const TABLES: [Table; 5] = [
+const TABLES: [Table; 6] = [
+    Table {
+        name: "delivery_attempts",
+        period: Period::Events,
+        unique: None,
+        with: "",
+    },
     Table {
         name: "deliveries",
         period: Period::Events,

@@ -28,6 +28,15 @@ struct SecretVersion {
     expires_at: Option<OffsetDateTime>,
 }
 
+/// One version of a set as an operator may see it: no value.
+#[derive(Debug, Clone)]
+pub struct VersionInfo {
+    pub version: String,
+    pub expires_at: Option<OffsetDateTime>,
+    /// A public key (`public_key`) rather than a shared secret (`value`).
+    pub public_key: bool,
+}
+
 /// One parsed secrets file.
 pub struct Secrets {
     sets: HashMap<String, Vec<SecretVersion>>,
@@ -109,6 +118,21 @@ impl Secrets {
             .get(set)?
             .iter()
             .position(|v| v.version == version)
+    }
+
+    /// A set's versions in file order, each with its expiry and kind: what an operator may
+    /// see of a set (the console's endpoints page), never a value.
+    pub fn versions(&self, set: &str) -> Vec<VersionInfo> {
+        self.sets.get(set).map_or_else(Vec::new, |versions| {
+            versions
+                .iter()
+                .map(|v| VersionInfo {
+                    version: v.version.clone(),
+                    expires_at: v.expires_at,
+                    public_key: v.public_key.is_some(),
+                })
+                .collect()
+        })
     }
 
     pub fn set_names(&self) -> impl Iterator<Item = &str> {

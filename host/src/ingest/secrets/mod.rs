@@ -22,7 +22,7 @@ mod keys;
 mod store;
 
 pub use error::{InvalidSecrets, SecretsError, SecretsFileError};
-pub use file::Secrets;
+pub use file::{Secrets, VersionInfo};
 pub use host_use::{HostSecretError, HostSecretUse, host_secret_values};
 pub use keys::{
     KeyEncodings, KeySet, KeySource, PublicKey, TrustedKey, TrustedPublicKey, decode_key,
