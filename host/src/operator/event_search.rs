@@ -15,7 +15,7 @@ use uuid::Uuid;
 
 use super::error::OperatorError;
 use super::events::{STATUSES, Summary};
-use super::shared::{MAX_COUNTED, check_limit, check_range, matches_text, one_of, thousands};
+use super::shared::{check_limit, check_range, one_of, thousands};
 use crate::support::ids;
 
 /// Which events: every field set must hold. `since` is inclusive, `until` exclusive, both on
@@ -59,8 +59,6 @@ impl SearchPage {
     pub fn total_text(&self) -> String {
         if self.total_is_lower_bound() {
             format!("more than {} matching", thousands(self.counted_up_to))
-        } else if self.counted_up_to == MAX_COUNTED {
-            format!("{} matching", matches_text(self.total))
         } else {
             format!("{} matching", thousands(self.total))
         }
@@ -144,15 +142,21 @@ impl Search {
     }
 }
 
+/// Where a page's count stops (then "more than 10,000 matching"): counting a filter that is
+/// not an index's whole key (a type on an endpoint, a glob without a prefix) reads a row per
+/// match, and 100,000 of them took 400-600 ms on ten million events
+/// (docs/console-performance.md); 10,000 keeps every page under 100 ms.
+pub const SEARCH_COUNTED: i64 = 10_000;
+
 /// Up to `limit` events the search matches, older than `before` (a previous page's
-/// `next_before`), newest first, and how many match in all up to `MAX_COUNTED + 1`.
+/// `next_before`), newest first, and how many match in all up to `SEARCH_COUNTED + 1`.
 pub async fn search(
     pool: &PgPool,
     search: &Search,
     before: Option<Uuid>,
     limit: i64,
 ) -> Result<SearchPage, OperatorError> {
-    search_counting_up_to(pool, search, before, limit, MAX_COUNTED).await
+    search_counting_up_to(pool, search, before, limit, SEARCH_COUNTED).await
 }
 
 /// [`search`] with the count stopping at `count_cap + 1` (a cheaper count, and tests).
