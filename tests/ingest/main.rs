@@ -11,6 +11,7 @@ mod concurrency;
 mod config_check;
 mod contract;
 mod dist;
+mod first_minutes;
 mod fixtures;
 mod group_commit;
 mod languages;

@@ -3,6 +3,7 @@
 //!
 //! - `audit`: the audit trail, a database row per payload read, purge and API replay
 //! - `events`: list, show and replay accepted events
+//! - `lookup`: an event by its inbox id or its provider's id
 //! - `deliveries`: list, show and replay deliveries to route targets, a page at a time
 //! - `payloads`: re-encrypt stored payloads under the current key
 //! - `shared`: what the queries share: limits, status lists, time ranges, counts for people
@@ -12,6 +13,7 @@ pub mod audit;
 pub mod deliveries;
 mod error;
 pub mod events;
+pub mod lookup;
 pub mod payloads;
 mod shared;
 
