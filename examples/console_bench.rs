@@ -13,6 +13,7 @@ use uuid::Uuid;
 use wharf::operator::deliveries::{self, Filter};
 use wharf::operator::event_detail;
 use wharf::operator::event_search::{Search, search};
+use wharf::operator::lookup;
 use wharf::operator::overview::overview;
 
 const PAGE: i64 = 50;
@@ -34,10 +35,7 @@ async fn run(pool: &PgPool, q: &Query) -> usize {
             .await
             .unwrap()
             .map_or(0, |d| 1 + d.deliveries.len()),
-        Query::ByEventId(id) => event_detail::by_provider_event_id(pool, id)
-            .await
-            .unwrap()
-            .len(),
+        Query::ByEventId(id) => lookup::named(pool, id, None).await.unwrap().len(),
         Query::Overview => {
             let o = overview(pool).await.unwrap();
             o.last_day.len() + o.deliveries.len()

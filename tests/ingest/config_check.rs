@@ -188,7 +188,7 @@ async fn the_example_config_is_refused_for_its_demo_values_until_they_are_replac
     );
     assert!(
         stdout.contains(
-            "examples/wharf.toml: ok: 3 endpoints, 0 routes, 4 secret sets in examples/secrets.toml"
+            "examples/wharf.toml: ok: 3 endpoints, 1 routes, 4 secret sets in examples/secrets.toml"
         ),
         "{stdout}"
     );

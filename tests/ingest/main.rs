@@ -12,6 +12,7 @@ mod config_check;
 mod console_http;
 mod contract;
 mod dist;
+mod first_minutes;
 mod fixtures;
 mod group_commit;
 mod languages;

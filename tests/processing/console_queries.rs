@@ -10,8 +10,9 @@ use sqlx::PgPool;
 use time::OffsetDateTime;
 use uuid::Uuid;
 use wharf::config::RetentionConfig;
-use wharf::operator::event_detail::{by_provider_event_id, detail};
+use wharf::operator::event_detail::detail;
 use wharf::operator::event_search::{Search, search, search_counting_up_to};
+use wharf::operator::lookup::named;
 use wharf::operator::overview::overview;
 use wharf::retention::Retention;
 use wharf::support::ids;
@@ -169,7 +170,7 @@ async fn each_filter_of_the_events_search_narrows_it() {
     );
 
     // The event's page, and the lookup by provider event id.
-    let e2 = by_provider_event_id(&db, "e2").await.unwrap();
+    let e2 = named(&db, "e2", None).await.unwrap();
     assert_eq!(e2.len(), 1);
     let event = detail(&db, e2[0].inbox_id).await.unwrap().expect("found");
     assert_eq!(

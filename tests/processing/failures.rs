@@ -96,7 +96,9 @@ async fn a_poison_event_ends_failed_and_is_replayed_after_the_fix() {
     );
     let with_payload: serde_json::Value =
         serde_json::from_str(&wharf_events(&["show", &inbox_id, "--payload"], &config)).unwrap();
-    assert_eq!(with_payload["payload"]["utf8"], body.as_str());
+    // A JSON body is shown as JSON (indented), not as an escaped string.
+    let body_json: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(with_payload["payload"]["json"], body_json);
 
     // After the fix (a worker with the right config), a replay processes it.
     let fixed = ProcessingHost::start(Config::load(&config).unwrap(), 1, None)

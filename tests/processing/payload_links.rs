@@ -27,6 +27,11 @@ async fn start(receiver: &Receiver, database: Option<&TestApp>, payloads: &str) 
     builder.start().await
 }
 
+/// The JSON text `body` as `wharf events show --payload` shows a JSON body: as JSON.
+fn as_shown(body: String) -> serde_json::Value {
+    serde_json::from_str(&body).unwrap()
+}
+
 /// `wharf events show --payload ID` with the app's config: its `payload` member.
 fn shown(app: &TestApp, id: Uuid) -> serde_json::Value {
     let out = wharf_events(
@@ -41,6 +46,7 @@ fn assert_refused(payload: &serde_json::Value, why: &str) {
     let error = payload["error"].as_str().unwrap_or_default();
     assert!(error.contains(why), "{payload}");
     assert!(payload.get("utf8").is_none(), "{payload}");
+    assert!(payload.get("json").is_none(), "{payload}");
 }
 
 async fn payload_ref(app: &TestApp, id: Uuid) -> Uuid {
@@ -153,16 +159,16 @@ async fn an_unsealed_payload_row_is_refused_by_show_delivery_replay_and_reencryp
     // With the upgrade setting, such rows are read as they are, and re-encryption seals them.
     let upgrading = start(&receiver, Some(&app), UPGRADE).await;
     assert_eq!(
-        shown(&upgrading, delivered)["utf8"],
-        stripe_event("evt_unsealed_delivered")
+        shown(&upgrading, delivered)["json"],
+        as_shown(stripe_event("evt_unsealed_delivered"))
     );
     let (ok, report, stderr) = reencrypt(&upgrading);
     assert!(ok, "{report} {stderr}");
     assert_eq!(report["resealed"], 2, "{report}");
     // Sealed now: the host without the setting reads and delivers them.
     assert_eq!(
-        shown(&app, pending)["utf8"],
-        stripe_event("evt_unsealed_pending")
+        shown(&app, pending)["json"],
+        as_shown(stripe_event("evt_unsealed_pending"))
     );
     wharf::operator::events::replay(&app.db, &[delivered, pending], true)
         .await
@@ -201,7 +207,10 @@ async fn an_event_pointed_at_another_events_payload_is_refused_on_show_and_never
     }
 
     assert_refused(&shown(&app, victim), FORGED_LINK);
-    assert_eq!(shown(&app, attacker)["utf8"], stripe_event("evt_attacker"));
+    assert_eq!(
+        shown(&app, attacker)["json"],
+        as_shown(stripe_event("evt_attacker"))
+    );
     assert_eq!(app.work_once().await, 1);
     let (status, error) = event_status(&app, unprocessed).await;
     assert_eq!(status, "FAILED");
@@ -377,7 +386,10 @@ async fn rows_from_before_links_are_refused_until_an_upgrade_pass_links_them() {
     let (ok, report, stderr) = reencrypt(&upgrading);
     assert!(ok, "{report} {stderr}");
     assert_eq!(report["relinked"], 1, "{report}");
-    assert_eq!(shown(&app, id)["utf8"], stripe_event("evt_before_links"));
+    assert_eq!(
+        shown(&app, id)["json"],
+        as_shown(stripe_event("evt_before_links"))
+    );
     assert_eq!(app.work_once().await, 1);
     assert_eq!(app.relay().try_execute().await.unwrap(), 1);
     assert_eq!(receiver.received()[0].event_id, "evt_before_links");

@@ -170,7 +170,8 @@ async fn each_event_of_a_batch_is_processed_delivered_and_shown_as_its_own_span(
             config,
         ))
         .unwrap();
-        assert_eq!(shown["payload"]["utf8"], expected, "{shown}");
+        let expected: serde_json::Value = serde_json::from_str(expected).unwrap();
+        assert_eq!(shown["payload"]["json"], expected, "{shown}");
         assert_eq!(shown["payload_start"], serde_json::json!(span.map(|s| s.0)));
         assert_eq!(shown["payload_end"], serde_json::json!(span.map(|s| s.1)));
     }

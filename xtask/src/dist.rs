@@ -65,6 +65,15 @@ const CONFIG_REWRITES: &[(&str, &str)] = &[
         "# commands run beside it use that one (.wharf-dev/database-url)",
         "# which systemd reads: keeps a password out of this file",
     ),
+    // The example route sends to the sink only `wharf dev` runs: off in the tarball.
+    ("[[route]]", "# [[route]]"),
+    ("endpoint = \"*\"", "# endpoint = \"*\""),
+    ("events = [\"*\"]", "# events = [\"*\"]"),
+    ("sink = \"http\"", "# sink = \"http\""),
+    (
+        "url = \"http://127.0.0.1:8090/deliveries\"",
+        "# url = \"http://127.0.0.1:8090/deliveries\"",
+    ),
     // Off in the tarball: the shipped [[wharf-admin]] token is public, so enabling it as
     // shipped would serve /admin/* to anyone who has read the repository.
     (

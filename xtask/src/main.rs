@@ -414,6 +414,11 @@ fn dev(args: &[OsString]) -> Result<ExitCode> {
         .current_dir(&root);
     let shown = show(&command);
     println!("xtask: $ {shown}");
+    // Cargo's `Compiling` lines are all a first build shows for minutes: say what comes after.
+    println!(
+        "xtask: the first build takes a few minutes; once serving, wharf dev prints the webhook \
+         URLs, the console and the next commands"
+    );
     #[cfg(unix)]
     {
         use std::os::unix::process::CommandExt as _;

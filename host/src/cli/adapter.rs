@@ -97,7 +97,8 @@ pub enum AdapterCommand {
     },
 }
 
-pub async fn run(command: AdapterCommand, config: &Path) -> anyhow::Result<()> {
+/// `config` finds the config file, for the one command that reads it (`status`).
+pub async fn run(command: AdapterCommand, config: impl FnOnce() -> PathBuf) -> anyhow::Result<()> {
     match command {
         AdapterCommand::Check { file } => {
             // The signature first: a file changed after signing is refused for that.
@@ -244,7 +245,7 @@ fn test_target(
 }
 
 /// Every adapter file a running receiver has seen, one line each.
-async fn status(admin: Option<String>, config: &Path) -> anyhow::Result<()> {
+async fn status(admin: Option<String>, config: impl FnOnce() -> PathBuf) -> anyhow::Result<()> {
     // The bearer token: `WHARF_ADMIN_TOKEN` (never a flag, which `ps` would show), else the
     // newest of the set `[server] admin_token_secret` names, from the secrets file.
     let token = std::env::var(ADMIN_TOKEN_ENV)
@@ -253,7 +254,7 @@ async fn status(admin: Option<String>, config: &Path) -> anyhow::Result<()> {
     // The config only for what the command line does not say.
     let loaded = match (&admin, &token) {
         (Some(_), Some(_)) => None,
-        _ => Some(Config::load_unvalidated(config)?),
+        _ => Some(Config::load_unvalidated(&config())?),
     };
     let admin = match (admin, &loaded) {
         (Some(a), _) => a,

@@ -1,7 +1,8 @@
 //! `wharf dev`: a throwaway Postgres cluster in `.wharf-dev/pg` (unless a database URL is
 //! set), then the example config served until Ctrl-C, then the cluster stopped. While it runs,
-//! its URL is in `.wharf-dev/database-url`, where every other command run in the same folder
-//! finds it when nothing else names a database.
+//! its URL is in `.wharf-dev/database-url` and the config's path in `.wharf-dev/config-path`,
+//! where every other command run in the same folder finds them when nothing else names a
+//! database or a config.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -14,14 +15,85 @@ const DEV_DIR: &str = ".wharf-dev";
 /// The running dev cluster's URL, relative to the folder `wharf dev` runs in. A file rather
 /// than a fixed port: any free port works, and `psql "$(cat .wharf-dev/database-url)"` too.
 pub const URL_FILE: &str = ".wharf-dev/database-url";
+/// The path of the config the running `wharf dev` serves, for the commands run beside it.
+pub const CONFIG_FILE: &str = ".wharf-dev/config-path";
 /// What `wharf dev` serves when no config is named.
 pub const DEFAULT_CONFIG: &str = "examples/wharf.toml";
 /// How long a state file's cluster may take to accept a connection before it counts as gone.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// The config to serve, with a throwaway cluster started for it when it names no database;
-/// the caller serves it, then stops the cluster.
-pub fn prepare(config_path: &Path) -> anyhow::Result<(Config, Option<DevCluster>)> {
+/// What `wharf dev` leaves for the commands run beside it while it serves: the cluster, and
+/// the file naming its config. [`DevSession::stop`] takes both away.
+pub struct DevSession {
+    cluster: Option<DevCluster>,
+    config_file: Option<PathBuf>,
+}
+
+impl DevSession {
+    pub fn stop(self) {
+        if let Some(file) = self.config_file {
+            let _ = std::fs::remove_file(file);
+        }
+        if let Some(cluster) = self.cluster {
+            cluster.stop();
+        }
+    }
+}
+
+/// The config to serve, with a throwaway cluster started for it when it names no database,
+/// and its path saved for the commands run beside it; the caller serves it, then stops the
+/// session.
+pub fn prepare(config_path: &Path) -> anyhow::Result<(Config, DevSession)> {
+    let (config, cluster) = prepare_cluster(config_path)?;
+    let mut session = DevSession {
+        cluster,
+        config_file: None,
+    };
+    let saved = config_path.canonicalize().and_then(|path| {
+        std::fs::create_dir_all(DEV_DIR)?;
+        // Absolute, so that `wharf dev` stops removing this file whatever folder it is in.
+        let file = Path::new(DEV_DIR).canonicalize()?.join("config-path");
+        std::fs::write(&file, format!("{}\n", path.display()))?;
+        Ok(file)
+    });
+    match saved {
+        Ok(file) => session.config_file = Some(file),
+        Err(e) => {
+            session.stop();
+            anyhow::bail!("{CONFIG_FILE}: {e}");
+        }
+    }
+    Ok((config, session))
+}
+
+/// The config `wharf dev` serves from this folder, if its file names one that exists (said on
+/// stderr, as the cluster is: nothing the user typed named it).
+pub fn running_config() -> Option<PathBuf> {
+    let text = std::fs::read_to_string(CONFIG_FILE).ok()?;
+    let path = PathBuf::from(text.trim_end_matches(['\n', '\r']));
+    if !path.is_file() {
+        return None;
+    }
+    eprintln!(
+        "wharf: using {}, the config `wharf dev` serves here (from {CONFIG_FILE})",
+        path.display()
+    );
+    Some(path)
+}
+
+/// Whether `path` is the config the `wharf dev` running from this folder serves.
+pub fn is_running_config(path: &Path) -> bool {
+    let Ok(text) = std::fs::read_to_string(CONFIG_FILE) else {
+        return false;
+    };
+    let served = Path::new(text.trim_end_matches(['\n', '\r']));
+    match (path.canonicalize(), served.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
+fn prepare_cluster(config_path: &Path) -> anyhow::Result<(Config, Option<DevCluster>)> {
     let mut config = Config::load_unvalidated(config_path)?;
     let cluster = if config.database.url.is_none() {
         let cluster = DevCluster::start(Path::new(DEV_DIR))?;
@@ -169,15 +241,19 @@ fn pg_command(as_root: bool, program: &Path) -> Command {
 }
 
 fn exec(command: &mut Command) -> anyhow::Result<()> {
-    // initdb's and pg_ctl's chatter goes with the logs: stdout is the URL and the addresses.
-    let status = command
-        .stdout(std::io::stderr())
-        .status()
-        .map_err(|cause| CliError::Spawn {
-            command: format!("{command:?}"),
-            cause,
-        })?;
-    anyhow::ensure!(status.success(), "{command:?} failed with {status}");
+    // initdb's and pg_ctl's output is shown only when they fail: on success it is chatter, and
+    // initdb's "you can now start the database server" reads like an instruction to the user.
+    let out = command.output().map_err(|cause| CliError::Spawn {
+        command: format!("{command:?}"),
+        cause,
+    })?;
+    anyhow::ensure!(
+        out.status.success(),
+        "{command:?} failed with {}:\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     Ok(())
 }
 

@@ -11,9 +11,11 @@ use uuid::Uuid;
 
 use super::error::CliError;
 use super::listing;
+use super::pretty_json;
 use crate::operator::DEFAULT_REPLAY_LIMIT;
 use crate::operator::audit::{self, Actor};
 use crate::operator::events::{self, Filter};
+use crate::operator::lookup;
 use crate::retention;
 use crate::support::sealing::PayloadKeys;
 
@@ -33,9 +35,16 @@ pub enum EventsCommand {
         json: bool,
     },
     /// One event as JSON: metadata, redacted diagnostic, attempts, deliveries.
+    ///
+    /// ID is the inbox id, or the provider's event id (`evt_…`); when that names events of
+    /// several endpoints, they are listed: name one with --endpoint, or by its inbox id.
     Show {
-        id: Uuid,
-        /// Include the raw payload (it may hold personal data).
+        id: String,
+        /// The endpoint whose event ID names.
+        #[arg(long)]
+        endpoint: Option<String>,
+        /// Include the raw payload (it may hold personal data): a JSON body indented, other
+        /// text as `utf8`, anything else as `base64`.
         #[arg(long)]
         payload: bool,
     },
@@ -125,7 +134,8 @@ pub async fn run(
                 page.remainder_note("--limit", limit),
             )?;
         }
-        EventsCommand::Show { id, .. } => {
+        EventsCommand::Show { id, endpoint, .. } => {
+            let id = named_event(pool, &id, endpoint.as_deref()).await?;
             let Some(event) = events::show(pool, id, payload_keys).await? else {
                 anyhow::bail!("no event {id}");
             };
@@ -137,7 +147,7 @@ pub async fn run(
                 tracing::warn!(target: "wharf::audit", inbox_id = %id, actor = ?actor,
                     "payload decrypted for an operator");
             }
-            println!("{}", serde_json::to_string_pretty(&event)?);
+            println!("{}", shown(event)?);
         }
         EventsCommand::Replay {
             ids,
@@ -206,4 +216,65 @@ pub async fn run(
         }
     }
     Ok(())
+}
+
+/// The inbox id of the one event `id` names (see `lookup::named`); none or several are an
+/// error that says which, and how to name one.
+async fn named_event(
+    pool: &sqlx::PgPool,
+    id: &str,
+    endpoint: Option<&str>,
+) -> anyhow::Result<Uuid> {
+    let found = lookup::named(pool, id, endpoint).await?;
+    match found.as_slice() {
+        [one] => Ok(one.inbox_id),
+        [] => match endpoint {
+            Some(endpoint) => anyhow::bail!("no event {id:?} of endpoint {endpoint:?}"),
+            None => {
+                anyhow::bail!("no event {id:?} (neither an inbox id nor a provider's event id)")
+            }
+        },
+        several => {
+            let mut list = String::new();
+            for n in several {
+                list.push_str(&format!(
+                    "\n  {}  endpoint {}  received {}",
+                    n.inbox_id,
+                    n.endpoint_id,
+                    n.received_at.format(&Rfc3339)?
+                ));
+            }
+            let endpoints: std::collections::BTreeSet<&str> =
+                several.iter().map(|n| n.endpoint_id.as_str()).collect();
+            let how = match endpoints.len() {
+                1 => "name one by its inbox id",
+                _ => "name one by its inbox id, or its endpoint with --endpoint",
+            };
+            anyhow::bail!("{id:?} names {} events:{list}\n{how}", several.len())
+        }
+    }
+}
+
+/// The event as indented JSON, a JSON payload (`payload.utf8`) shown as `payload.json`,
+/// indented too, in its provider's own tokens (`pretty_json`).
+fn shown(mut event: serde_json::Value) -> anyhow::Result<String> {
+    let text = event["payload"]["utf8"].as_str().map(str::to_owned);
+    let Some(text) = text else {
+        return Ok(serde_json::to_string_pretty(&event)?);
+    };
+    // A placeholder no payload holds, replaced by the payload's own text once the rest is laid out.
+    let marker = format!("payload-{}", Uuid::now_v7());
+    event["payload"] = json!({ "json": marker });
+    let laid_out = serde_json::to_string_pretty(&event)?;
+    let quoted = format!("\"{marker}\"");
+    let at = laid_out.find(&quoted).expect("the marker is in the output");
+    let line_start = laid_out[..at].rfind('\n').map_or(0, |i| i + 1);
+    let indent = laid_out[line_start..].len() - laid_out[line_start..].trim_start().len();
+    Ok(match pretty_json::reindent(&text, indent) {
+        Some(pretty) => laid_out.replacen(&quoted, &pretty, 1),
+        None => {
+            event["payload"] = json!({ "utf8": text });
+            serde_json::to_string_pretty(&event)?
+        }
+    })
 }

@@ -4,6 +4,8 @@
 //! - `serve`: `serve`, `worker`, `migrate`: run until a signal; apply the migrations
 //! - `dev`: `dev`: the example config against a throwaway local Postgres cluster
 //! - `dev_adapters`: `dev --adapters DIR`: out-of-tree adapters merged beside the bundled ones
+//! - `dev_sink`: the local delivery target `dev` runs for the example route
+//! - `ready`: the banner `dev` prints once it serves: URLs, console, next commands
 //! - `install`: files put into a watched adapters folder, staged then renamed
 //! - `events`: `events list|show|replay|purge`
 //! - `deliveries`: `deliveries list|show|replay`
@@ -14,6 +16,7 @@
 //! - `check`: `config check`
 //! - `published`: the demo values of `examples/`, refused outside `wharf dev`
 //! - `payloads`: `payloads new-key|reencrypt`
+//! - `pretty_json`: a JSON payload indented for a person, in its provider's own tokens
 //! - `listing`: how a list prints: columns or JSON lines, then what its limit left out
 //! - `resolve`: what a command runs with: the config, the database, the payload keys
 //! - `error`: what the command line itself fails on
@@ -26,13 +29,16 @@ mod check;
 mod deliveries;
 mod dev;
 mod dev_adapters;
+mod dev_sink;
 mod error;
 mod events;
 mod install;
 mod listing;
 mod payloads;
+mod pretty_json;
 mod project;
 mod published;
+mod ready;
 mod resolve;
 mod scaffold;
 mod serve;
@@ -40,7 +46,10 @@ mod signing;
 
 use clap::{Parser, Subcommand};
 
-use resolve::{DEFAULT_CONFIG, database_url, load_config, operator_pool, payload_keys};
+use resolve::{
+    DEFAULT_CONFIG, config_file, database_url, load_config, operator_pool, optional_config,
+    payload_keys,
+};
 
 #[derive(Parser)]
 #[command(
@@ -129,7 +138,10 @@ pub fn main() -> ExitCode {
         // Its output said what is wrong.
         Err(e) if e.is::<check::Reported>() => ExitCode::FAILURE,
         Err(e) => {
-            tracing::error!(error = %format!("{e:#}"), "wharf stopped");
+            // Said once, for a person; a JSON log also gets it as a record, for its pipeline.
+            if json_logs() {
+                tracing::error!(error = %format!("{e:#}"), "wharf stopped");
+            }
             eprintln!("wharf: {e:#}");
             ExitCode::FAILURE
         }
@@ -159,15 +171,22 @@ fn merge_adapters(
     Ok(Some(merge.spawn()))
 }
 
+fn json_logs() -> bool {
+    std::env::var("WHARF_LOG_FORMAT").as_deref() == Ok("json")
+}
+
 /// Logs go to stderr, at `default` unless `RUST_LOG` says otherwise; `WHARF_LOG_FORMAT=json`
-/// for one JSON object per line.
+/// for one JSON object per line. Colours only on a terminal: in a file or a pipe they are
+/// escape codes in the text.
 fn init_tracing(default: &str) {
+    use std::io::IsTerminal as _;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
-    if std::env::var("WHARF_LOG_FORMAT").as_deref() == Ok("json") {
+    if json_logs() {
         builder.json().flatten_event(true).init();
     } else {
         builder.init();
@@ -181,18 +200,22 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Serve => {
             let config = load_config(&file(DEFAULT_CONFIG))?;
             published::refuse_published(&config)?;
-            serve::serve(config).await
+            serve::serve(config, None).await
         }
-        Command::Migrate => serve::migrate(&database_url(named.as_deref())?).await,
+        Command::Migrate => {
+            let config = optional_config(named.as_deref())?;
+            serve::migrate(&database_url(config.as_ref())?).await
+        }
         Command::Dev { adapters } => {
-            let (mut config, cluster) = dev::prepare(&file(dev::DEFAULT_CONFIG))?;
-            let result = match merge_adapters(&mut config, adapters) {
-                Ok(_merging) => serve::serve(config).await,
-                Err(e) => Err(e),
-            };
-            if let Some(cluster) = cluster {
-                cluster.stop();
+            let (mut config, session) = dev::prepare(&file(dev::DEFAULT_CONFIG))?;
+            let result = async {
+                let _merging = merge_adapters(&mut config, adapters)?;
+                let sink = dev_sink::start_for(&config).await?;
+                let ready = ready::Ready::dev(&config, sink);
+                serve::serve(config, Some(ready)).await
             }
+            .await;
+            session.stop();
             result
         }
         Command::Worker {
@@ -205,22 +228,29 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             serve::work(config, count, admin_listen).await
         }
         Command::Events { command } => {
+            let config = optional_config(named.as_deref())?;
             // Only `show --payload` needs the payload keys (from the config, or the environment).
             let keys = command
                 .reads_payloads()
-                .then(|| payload_keys(named.as_deref()))
+                .then(|| payload_keys(config.as_ref()))
                 .transpose()?;
-            let pool = operator_pool(&database_url(named.as_deref())?).await?;
+            let pool = operator_pool(&database_url(config.as_ref())?).await?;
             events::run(&pool, keys.as_ref(), command).await
         }
         Command::Deliveries { command } => {
-            let pool = operator_pool(&database_url(named.as_deref())?).await?;
+            let config = optional_config(named.as_deref())?;
+            let pool = operator_pool(&database_url(config.as_ref())?).await?;
             deliveries::run(&pool, command).await
         }
-        Command::Adapter { command } => adapter::run(command, &file(DEFAULT_CONFIG)).await,
+        // Found only by the commands that read it: `adapter check` needs no config.
+        Command::Adapter { command } => {
+            adapter::run(command, || config_file(named.as_deref())).await
+        }
         Command::Config {
             command: check::ConfigCommand::Check,
-        } => check::run(&file(DEFAULT_CONFIG)).await,
-        Command::Payloads { command } => payloads::run(command, &file(DEFAULT_CONFIG)).await,
+        } => check::run(&config_file(named.as_deref())).await,
+        Command::Payloads { command } => {
+            payloads::run(command, || config_file(named.as_deref())).await
+        }
     }
 }

@@ -2,7 +2,7 @@
 //! link the inbox rows to them) under the current one after a rotation or an upgrade (the
 //! pass is `crate::operator::payloads`).
 
-use std::path::Path;
+use std::path::PathBuf;
 
 use clap::Subcommand;
 
@@ -28,7 +28,11 @@ pub enum PayloadsCommand {
     },
 }
 
-pub async fn run(command: PayloadsCommand, config_file: &Path) -> anyhow::Result<()> {
+/// `config_file` finds the config file, for the one command that reads it (`reencrypt`).
+pub async fn run(
+    command: PayloadsCommand,
+    config_file: impl FnOnce() -> PathBuf,
+) -> anyhow::Result<()> {
     match command {
         PayloadsCommand::NewKey { id } => {
             let (line, env) = sealing::new_key(&id);
@@ -38,7 +42,9 @@ pub async fn run(command: PayloadsCommand, config_file: &Path) -> anyhow::Result
             println!("{}={env}", sealing::KEY_ENV);
             Ok(())
         }
-        PayloadsCommand::Reencrypt { batch } => reencrypt(&load_config(config_file)?, batch).await,
+        PayloadsCommand::Reencrypt { batch } => {
+            reencrypt(&load_config(&config_file())?, batch).await
+        }
     }
 }
 

@@ -1,7 +1,7 @@
 //! What a command runs with, found where it is: the config file, the database, the payload
 //! keys, one database connection for an operator command.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::dev;
 use super::error::CliError;
@@ -12,17 +12,36 @@ use crate::support::sealing::{self, PayloadKeys};
 pub const DEFAULT_CONFIG: &str = "wharf.toml";
 
 /// The config file a command that can do without one reads: the one named, else `wharf.toml`
-/// when it is here.
-fn config_here(named: Option<&Path>) -> Option<&Path> {
+/// when it is here, else the one the `wharf dev` running from this folder serves.
+fn config_here(named: Option<&Path>) -> Option<PathBuf> {
     let default = Path::new(DEFAULT_CONFIG);
-    named.or(default.exists().then_some(default))
+    match named {
+        Some(named) => Some(named.to_owned()),
+        None if default.exists() => Some(default.to_owned()),
+        None => dev::running_config(),
+    }
 }
 
-/// The payload keys of a command that reads payloads: the config's when a file is named or
-/// `wharf.toml` is here, else `WHARF_PAYLOAD_KEY` alone.
-pub fn payload_keys(named: Option<&Path>) -> anyhow::Result<PayloadKeys> {
-    match config_here(named) {
-        Some(path) => load_config(path)?.payload_keys(),
+/// The config file of a command that needs one (`config check`, `adapter status`, `payloads`):
+/// as [`config_here`], else `wharf.toml` (whose absence its load reports).
+pub fn config_file(named: Option<&Path>) -> PathBuf {
+    config_here(named).unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG))
+}
+
+/// The config of a command that can do without one (`events`, `deliveries`, `migrate`),
+/// loaded once: the one named, `wharf.toml` when it is here, or the one `wharf dev` serves
+/// here; none otherwise.
+pub fn optional_config(named: Option<&Path>) -> anyhow::Result<Option<Config>> {
+    config_here(named)
+        .map(|path| load_config(&path))
+        .transpose()
+}
+
+/// The payload keys of a command that reads payloads: the config's, else `WHARF_PAYLOAD_KEY`
+/// alone.
+pub fn payload_keys(config: Option<&Config>) -> anyhow::Result<PayloadKeys> {
+    match config {
+        Some(config) => config.payload_keys(),
         None => {
             let env = std::env::var(sealing::KEY_ENV).ok();
             Ok(PayloadKeys::load(None, env.as_deref())
@@ -40,12 +59,11 @@ pub fn load_config(path: &Path) -> anyhow::Result<Config> {
     Ok(config)
 }
 
-/// The database of a command that needs nothing else (`events`, `migrate`): the config's when
-/// a file is named or `wharf.toml` is here; else `WHARF_DATABASE_URL` (or `DATABASE_URL`);
-/// else the dev cluster run from this folder.
-pub fn database_url(named: Option<&Path>) -> anyhow::Result<String> {
-    if let Some(path) = config_here(named) {
-        return Ok(load_config(path)?.database_url().to_owned());
+/// The database of a command that needs nothing else: the config's (see [`optional_config`]);
+/// else `WHARF_DATABASE_URL` (or `DATABASE_URL`); else the dev cluster run from this folder.
+pub fn database_url(config: Option<&Config>) -> anyhow::Result<String> {
+    if let Some(config) = config {
+        return Ok(config.database_url().to_owned());
     }
     if let Some(url) = crate::config::env_database_url(|k| std::env::var(k).ok()) {
         return Ok(url);

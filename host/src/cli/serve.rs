@@ -3,12 +3,14 @@
 
 use tokio_util::sync::CancellationToken;
 
+use super::ready::Ready;
 use crate::config::Config;
 use crate::server::{ProcessingHost, Server, ServerOptions};
 
 /// Runs the receiver until SIGINT or SIGTERM, then shuts down gracefully. Prints one line
-/// of JSON to stdout with the bound addresses (useful with port 0).
-pub async fn serve(config: Config) -> anyhow::Result<()> {
+/// of JSON to stdout with the bound addresses (useful with port 0), then `ready`'s banner on
+/// stderr.
+pub async fn serve(config: Config, ready: Option<Ready>) -> anyhow::Result<()> {
     warn_loose_permissions(&config);
     let server = Server::start(config, ServerOptions::default()).await?;
     // Installed before the readiness line: a SIGTERM sent right after it must stop gracefully,
@@ -20,6 +22,9 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
             "admin": server.admin_addr.map(|a| a.to_string())})
     );
     tracing::info!(listen = %server.addr, admin = ?server.admin_addr, "wharf serving");
+    if let Some(ready) = ready {
+        eprint!("{}", ready.text(server.addr, server.admin_addr));
+    }
     server.run_until_cancelled().await
 }
 

@@ -17,6 +17,7 @@ use crate::operator::audit::{self, Actor};
 use crate::operator::event_detail::{self, EventDetail};
 use crate::operator::event_search::{self, Search};
 use crate::operator::events;
+use crate::operator::lookup;
 
 /// Rows per page.
 const PAGE: i64 = 50;
@@ -288,7 +289,7 @@ pub async fn show(
     Path(id): Path<String>,
 ) -> Result<Response, ConsoleError> {
     let Ok(inbox_id) = id.parse::<Uuid>() else {
-        let found = event_detail::by_provider_event_id(&console.0.pool, &id).await?;
+        let found = lookup::named(&console.0.pool, &id, None).await?;
         let href = match found.as_slice() {
             [one] => format!("/console/events/{}", one.inbox_id),
             _ => EventQuery {

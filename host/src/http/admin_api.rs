@@ -39,8 +39,8 @@ use crate::ingest::{
 };
 use crate::operator::audit::{self, Actor};
 use crate::operator::deliveries::{self, ReplayRequest};
-use crate::operator::events;
 use crate::operator::{DEFAULT_REPLAY_LIMIT, MAX_COUNTED, OperatorError, check_limit};
+use crate::operator::{events, lookup};
 use crate::support::clock::SharedClock;
 
 /// Tokens are compared as raw bytes.
@@ -503,14 +503,37 @@ async fn list_events(
     .into_response())
 }
 
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ShowQuery {
+    endpoint: Option<String>,
+}
+
 /// One event without its payload: the API never sends one (`wharf events show --payload`
-/// on the host does, and logs that it did).
+/// on the host does, and logs that it did). `{id}` is the inbox id or the provider's event id
+/// (`?endpoint=` picks among endpoints); several matches are 409 with each one listed.
 async fn show_event(
     State(api): State<AdminApi>,
-    id: Result<Path<Uuid>, PathRejection>,
+    id: Result<Path<String>, PathRejection>,
+    query: Result<Query<ShowQuery>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let Path(id) = id?;
-    match events::show(&api.pool, id, None).await? {
+    let Query(q) = query?;
+    let found = lookup::named(&api.pool, &id, q.endpoint.as_deref()).await?;
+    let inbox_id = match found.as_slice() {
+        [one] => one.inbox_id,
+        [] => return Err(ApiError::NotFound(format!("no event {id}"))),
+        several => {
+            let body = json!({
+                "error": "ambiguous",
+                "message": format!("{id} names {} events: name one by its inbox id, or \
+                                    its endpoint with ?endpoint=", several.len()),
+                "events": several,
+            });
+            return Ok((StatusCode::CONFLICT, Json(body)).into_response());
+        }
+    };
+    match events::show(&api.pool, inbox_id, None).await? {
         Some(e) => Ok(Json(e).into_response()),
         None => Err(ApiError::NotFound(format!("no event {id}"))),
     }

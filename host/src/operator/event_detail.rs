@@ -11,7 +11,6 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use super::error::OperatorError;
-use super::events::Summary;
 
 /// An event's row, less what only the host reads (claims, payload links, trace context).
 #[derive(Debug, Clone, Serialize, sqlx::FromRow)]
@@ -119,21 +118,4 @@ pub async fn detail(pool: &PgPool, inbox_id: Uuid) -> Result<Option<EventDetail>
     .fetch_all(pool)
     .await?;
     Ok(Some(event))
-}
-
-/// The events with this provider event id, newest first (one per endpoint that received it,
-/// and one per redelivery window): how an operator finds `evt_…` without its inbox id.
-pub async fn by_provider_event_id(
-    pool: &PgPool,
-    provider_event_id: &str,
-) -> Result<Vec<Summary>, OperatorError> {
-    Ok(sqlx::query_as(
-        "SELECT inbox_id, status, endpoint_id, event_type, provider_event_id, attempt_count,
-                received_at, last_error
-         FROM webhook_inbox WHERE provider_event_id = $1
-         ORDER BY inbox_id DESC LIMIT 100",
-    )
-    .bind(provider_event_id)
-    .fetch_all(pool)
-    .await?)
 }

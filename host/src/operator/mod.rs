@@ -6,6 +6,7 @@
 //! - `event_search`: the console's events search: filters, a glob over types, keyset pages
 //! - `event_detail`: one event for the console's page, typed; lookup by provider event id
 //! - `overview`: the console's overview: per endpoint and window, backlog, deliveries, series
+//! - `lookup`: an event by its inbox id or its provider's id
 //! - `deliveries`: list, show and replay deliveries to route targets, a page at a time
 //! - `payloads`: re-encrypt stored payloads under the current key
 //! - `shared`: what the queries share: limits, status lists, time ranges, counts for people
@@ -17,6 +18,7 @@ mod error;
 pub mod event_detail;
 pub mod event_search;
 pub mod events;
+pub mod lookup;
 pub mod overview;
 pub mod payloads;
 mod shared;
