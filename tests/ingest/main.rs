@@ -25,6 +25,7 @@ mod projects;
 mod provider_adyen;
 mod provider_discord;
 mod provider_gitlab;
+mod provider_hmac_bodies;
 mod provider_meta;
 mod provider_sendgrid;
 mod provider_square;
